@@ -1,0 +1,5 @@
+import sys
+
+from sattui.cli import main
+
+sys.exit(main())

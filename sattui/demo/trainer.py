@@ -1,0 +1,164 @@
+"""A small, real PyTorch training job to watch: the bundled example and test subject.
+
+Run it as ``python -m sattui.demo.trainer --scenario input_bound``. It needs torch
+(a test and demo dependency only; sattui itself never imports this module).
+
+It measures its own truth from the inside: with ``--truth FILE`` it appends, about
+once a second, the wall clock and the cumulative seconds spent in ``next(loader)``,
+so a test can compute the true data-wait share over exactly the window sattui saw.
+
+Scenarios (advisor-rules.md §4.2):
+  input_bound    1 worker whose __getitem__ busy-loops ~1 ms, batch 64, small MLP (S01)
+  compute_bound  cheap data (index a tensor), a larger MLP (S00)
+  inline         num_workers=0, __getitem__ busy-loops 0.5 ms (S03)
+  io_bound       2 workers, __getitem__ sleeps 2 ms (S02)
+  healthy        alias of compute_bound
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+SCENARIOS = {
+    # name: (num_workers, busy_ms, sleep_ms, width, depth)
+    "input_bound": (1, 1.0, 0.0, 512, 3),
+    "compute_bound": (1, 0.0, 0.0, 2048, 4),
+    "healthy": (1, 0.0, 0.0, 2048, 4),
+    "inline": (0, 0.5, 0.0, 512, 3),
+    "io_bound": (2, 0.0, 2.0, 512, 3),
+}
+
+
+class SyntheticDataset(Dataset):
+    """Random features; each item costs ``busy_ms`` of CPU and ``sleep_ms`` of waiting."""
+
+    def __init__(self, n: int, dim: int, busy_ms: float, sleep_ms: float) -> None:
+        self.n, self.dim = n, dim
+        self.busy_s, self.sleep_s = busy_ms / 1000.0, sleep_ms / 1000.0
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, dim, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.busy_s:
+            end = time.perf_counter() + self.busy_s
+            while time.perf_counter() < end:
+                pass
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return self.x[i], self.y[i]
+
+
+def make_model(dim: int, width: int, depth: int) -> nn.Module:
+    layers: list[nn.Module] = [nn.Linear(dim, width), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def _idle_threads(n: int, stop: threading.Event) -> None:
+    """Extra sleeping threads, as CUDA/NCCL/OpenMP pools give real trainers."""
+    for i in range(n):
+        threading.Thread(target=stop.wait, name=f"idle-{i}", daemon=True).start()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sattui.demo.trainer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="input_bound")
+    p.add_argument("--seconds", type=float, default=30.0, help="train this long, then exit 0")
+    p.add_argument("--workers", type=int, default=None, help="override num_workers")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None)
+    p.add_argument("--pin-memory", action="store_true", help="pin_memory=True (starts pt_data_pin)")
+    p.add_argument("--persistent-workers", action="store_true")
+    p.add_argument("--epoch-items", type=int, default=4096, help="dataset length (one epoch)")
+    p.add_argument("--extra-threads", type=int, default=0, help="extra idle threads")
+    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--truth", default=None, help="append per-second truth JSON lines here")
+    p.add_argument("--steps-file", default=None, help="write steps/s at exit here (benchmarks)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workers, busy_ms, sleep_ms, width, depth = SCENARIOS[args.scenario]
+    if args.workers is not None:
+        workers = args.workers
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(0)
+    dim = 128
+    ds = SyntheticDataset(args.epoch_items, dim, busy_ms, sleep_ms)
+    loader_kw: dict = dict(batch_size=args.batch, shuffle=True, num_workers=workers,
+                           pin_memory=args.pin_memory)
+    if workers > 0:
+        loader_kw["persistent_workers"] = args.persistent_workers
+        if args.start_method:
+            loader_kw["multiprocessing_context"] = args.start_method
+    loader = DataLoader(ds, **loader_kw)
+    model = make_model(dim, width, depth)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    stop = threading.Event()
+    _idle_threads(args.extra_threads, stop)
+
+    truth = open(args.truth, "a", buffering=1) if args.truth else None
+    wait_s = 0.0
+    steps = 0
+    t_start = time.perf_counter()
+    deadline = t_start + args.seconds
+    next_truth = 0.0
+    print(f"trainer pid {os.getpid()} scenario {args.scenario} workers {workers}", flush=True)
+    try:
+        while time.perf_counter() < deadline:
+            it = iter(loader)
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    x, y = next(it)
+                except StopIteration:
+                    wait_s += time.perf_counter() - t0
+                    break
+                t1 = time.perf_counter()
+                wait_s += t1 - t0
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                steps += 1
+                now = time.perf_counter()
+                if truth is not None and now >= next_truth:
+                    truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s,
+                                            "elapsed_s": now - t_start, "steps": steps}) + "\n")
+                    next_truth = now + 1.0
+                if now >= deadline:
+                    break
+    finally:
+        stop.set()
+        elapsed = time.perf_counter() - t_start
+        if truth is not None:
+            truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s, "elapsed_s": elapsed,
+                                    "steps": steps, "final": True}) + "\n")
+            truth.close()
+        if args.steps_file:
+            with open(args.steps_file, "w") as f:
+                json.dump({"steps": steps, "elapsed_s": elapsed, "steps_per_s": steps / elapsed}, f)
+    print(f"trainer done: {steps} steps in {elapsed:.1f} s, data wait {wait_s / max(elapsed, 1e-9):.2f}",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

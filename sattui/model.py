@@ -1,0 +1,173 @@
+"""Plain dataclasses for everything sattui samples.
+
+Field names follow the recording contract (``../shared/CONTRACT.md``): units are in
+the names where the contract puts them there (``power_w``, ``read_Bps``); ``rss`` and
+``mem_used`` are bytes, ``cpu`` is cores (1.0 = one core busy). ``None`` always means
+"the source did not say", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ROLES = ("main", "worker", "pin", "rank", "compile", "other")
+
+# Activities of a main-thread stack sample (advisor-rules.md §2.3), in display order.
+ACTIVITIES = (
+    "data_wait",
+    "data_inline",
+    "sync",
+    "h2d_copy",
+    "collective",
+    "forward",
+    "backward",
+    "optimizer",
+    "compile",
+    "checkpoint",
+    "eval",
+    "logging",
+    "other",
+    "idle",
+)
+# Samples in these are counted apart and left out of every share.
+EXCLUDED_ACTIVITIES = ("startup",)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One Python frame as py-spy reports it (``name`` may be qualified)."""
+
+    name: str
+    filename: str
+    line: int | None = None
+
+    def label(self) -> str:
+        where = self.filename if self.line is None else f"{self.filename}:{self.line}"
+        return f"{self.name} ({where})"
+
+
+@dataclass(slots=True)
+class ProcSample:
+    """One process of the trainer's tree at one tick."""
+
+    t: float
+    pid: int
+    ppid: int | None
+    role: str
+    rank: int | None
+    name: str
+    cpu: float | None
+    state: str | None
+    rss: int | None
+    read_Bps: float | None
+    write_Bps: float | None
+    nspid: int | None = None  # pid inside the trainer's own PID namespace, if different
+    threads: int | None = None
+
+    kind = "proc"
+
+    def to_record(self) -> dict[str, Any]:
+        rec = {"kind": "proc", **asdict(self)}
+        if rec["nspid"] is None:
+            del rec["nspid"]
+        return rec
+
+
+@dataclass(slots=True)
+class StackSample:
+    """One thread holding one stack from ``t`` for ``dur`` seconds.
+
+    py-spy's chrometrace output merges consecutive identical samples of a thread into
+    one span, so a "sample" here is such a span: it stands for about ``dur * rate_hz``
+    raw samples. Shares are weighted by ``dur``.
+    """
+
+    t: float
+    dur: float
+    pid: int
+    tid: int
+    thread_name: str | None
+    is_main: bool
+    active: bool
+    frames: tuple[Frame, ...]
+    activity: str | None = None
+    context: str | None = None
+
+
+@dataclass(slots=True)
+class StackChunk:
+    """What one py-spy run over ``[t, t_end)`` saw of one process."""
+
+    t: float
+    t_end: float
+    pid: int
+    rate_hz: float
+    samples: list[StackSample]
+    errors: int = 0  # samples py-spy itself failed to take (nonblocking reads can tear)
+
+
+@dataclass(slots=True)
+class Event:
+    """Something that happened once: trainer exited, sampler stopped, no permission."""
+
+    t: float
+    type: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"kind": "event", "t": self.t, "type": self.type, "message": self.message}
+        rec.update(self.data)
+        return rec
+
+
+@dataclass(slots=True)
+class CardInfo:
+    """A card as discovered once (the header's ``cards`` entries)."""
+
+    card: int
+    vendor: str
+    name: str | None
+    uuid: str | None = None
+    mem_total: int | None = None
+    power_limit_w: float | None = None
+    sm_clock_max_mhz: float | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    simulated: bool = False
+
+    def to_record(self) -> dict[str, Any]:
+        rec = asdict(self)
+        if not rec["simulated"]:
+            del rec["simulated"]
+        return rec
+
+
+@dataclass(slots=True)
+class CardSample:
+    """One card at one tick; every metric may be None (the source gave nothing)."""
+
+    t: float
+    card: int
+    util: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    mem_used: int | None = None
+    mem_total: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    clock_reasons: int | None = None
+    pcie_rx_Bps: float | None = None
+    pcie_tx_Bps: float | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    procs: dict[str, int | None] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": "card", **asdict(self)}

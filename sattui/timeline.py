@@ -1,0 +1,190 @@
+"""Ring buffers per series on one monotonic clock, with window queries.
+
+Every source appends samples carrying ``t`` (seconds since the session started, from
+one ``time.monotonic()`` origin). Widgets and rules read windows ``[t0, t1)``;
+nothing else keeps its own history. Memory is bounded: each series holds at most
+``capacity`` samples, sized from the history length and the series' rate.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_HISTORY_S = 3600.0
+# Default rates per series kind (samples per second), used to size the rings.
+DEFAULT_RATES_HZ = {"proc": 1.0, "card": 2.0, "stack": 20.0, "event": 1.0}
+
+
+class Clock:
+    """The session's one clock: seconds since ``start``, monotonic."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._now = now
+        self.origin = now()
+
+    def __call__(self) -> float:
+        return self._now() - self.origin
+
+
+class Ring(Generic[T]):
+    """A fixed-capacity ring of samples ordered by time.
+
+    Appends must be in non-decreasing ``t``; an out-of-order sample is placed by
+    insertion (rare: py-spy chunks can overlap by a sample), which keeps queries right.
+    """
+
+    __slots__ = ("capacity", "_items", "_times", "_start", "_len")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self.capacity = capacity
+        self._items: list[Any] = [None] * capacity
+        self._times: list[float] = [0.0] * capacity
+        self._start = 0
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _phys(self, i: int) -> int:
+        return (self._start + i) % self.capacity
+
+    def time_at(self, i: int) -> float:
+        return self._times[self._phys(i)]
+
+    def __getitem__(self, i: int) -> T:
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        return self._items[self._phys(i)]
+
+    def append(self, t: float, item: T) -> None:
+        if self._len and t < self.time_at(self._len - 1):
+            self._insert_sorted(t, item)
+            return
+        if self._len < self.capacity:
+            p = self._phys(self._len)
+            self._len += 1
+        else:  # full: overwrite the oldest
+            p = self._start
+            self._start = (self._start + 1) % self.capacity
+        self._items[p] = item
+        self._times[p] = t
+
+    def _insert_sorted(self, t: float, item: T) -> None:
+        pairs = list(zip(self._iter_times(), self))
+        pos = self._bisect_left(t)
+        pairs.insert(pos, (t, item))
+        if len(pairs) > self.capacity:
+            pairs.pop(0)
+        self._start, self._len = 0, len(pairs)
+        for i, (ti, it) in enumerate(pairs):
+            self._times[i] = ti
+            self._items[i] = it
+
+    def _iter_times(self) -> Iterator[float]:
+        for i in range(self._len):
+            yield self.time_at(i)
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(self._len):
+            yield self._items[self._phys(i)]
+
+    def _bisect_left(self, t: float) -> int:
+        lo, hi = 0, self._len
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.time_at(mid) < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def window(self, t0: float, t1: float) -> list[T]:
+        """Samples with ``t0 <= t < t1``, oldest first."""
+        a, b = self._bisect_left(t0), self._bisect_left(t1)
+        return [self._items[self._phys(i)] for i in range(a, b)]
+
+    def first_t(self) -> float | None:
+        return self.time_at(0) if self._len else None
+
+    def last_t(self) -> float | None:
+        return self.time_at(self._len - 1) if self._len else None
+
+
+class Timeline:
+    """All series of one session, keyed by ``(kind, key)``.
+
+    ``history_s`` bounds memory: a series of rate ``r`` holds ``history_s * r * 1.25``
+    samples at most (the margin absorbs bursts), so the default keeps at least one
+    hour at the default rates.
+    """
+
+    def __init__(self, history_s: float = DEFAULT_HISTORY_S, rates_hz: dict[str, float] | None = None) -> None:
+        if history_s <= 0:
+            raise ValueError("history_s must be > 0")
+        self.history_s = history_s
+        self.rates_hz = dict(DEFAULT_RATES_HZ)
+        if rates_hz:
+            self.rates_hz.update(rates_hz)
+        self._series: dict[tuple[str, Hashable], Ring[Any]] = {}
+        self.latest_t: float = 0.0
+
+    def capacity_for(self, kind: str) -> int:
+        rate = self.rates_hz.get(kind, 1.0)
+        return max(16, math.ceil(self.history_s * rate * 1.25))
+
+    def add(self, kind: str, key: Hashable, t: float, item: Any) -> None:
+        ring = self._series.get((kind, key))
+        if ring is None:
+            ring = self._series[(kind, key)] = Ring(self.capacity_for(kind))
+        ring.append(t, item)
+        if t > self.latest_t:
+            self.latest_t = t
+
+    def keys(self, kind: str) -> list[Hashable]:
+        return [k for (kd, k) in self._series if kd == kind]
+
+    def series(self, kind: str, key: Hashable) -> Ring[Any] | None:
+        return self._series.get((kind, key))
+
+    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
+        ring = self._series.get((kind, key))
+        return ring.window(t0, t1) if ring is not None else []
+
+    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
+        """Every series of a kind over ``[t0, t1)``; series with nothing there are left out."""
+        out = {}
+        for (kd, key), ring in self._series.items():
+            if kd == kind:
+                w = ring.window(t0, t1)
+                if w:
+                    out[key] = w
+        return out
+
+    def last(self, kind: str, key: Hashable) -> Any | None:
+        ring = self._series.get((kind, key))
+        return ring[-1] if ring is not None and len(ring) else None
+
+    def sample_count(self) -> int:
+        return sum(len(r) for r in self._series.values())
+
+    def drop_stale(self, kind: str, older_than_t: float) -> int:
+        """Forget whole series whose newest sample is older than ``older_than_t``.
+
+        Worker pids change every epoch without persistent workers; without this the
+        number of series (not their length) would grow for ever.
+        """
+        dead = [k for k, r in self._series.items() if k[0] == kind and (r.last_t() or 0.0) < older_than_t]
+        for k in dead:
+            del self._series[k]
+        return len(dead)
+
+
