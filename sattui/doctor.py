@@ -1,0 +1,109 @@
+"""`sattui doctor`: what works on this machine, and why not."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import psutil
+
+from sattui import __version__
+from sattui.trainer.stacks import find_py_spy, py_spy_version
+
+CAP_SYS_PTRACE = 19
+PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl kernel.yama.ptrace_scope=0`; "
+              "in a container add `--cap-add SYS_PTRACE`")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def effective_caps() -> int | None:
+    status = _read("/proc/self/status") or ""
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def ptrace_check() -> dict[str, Any]:
+    """Can py-spy attach here? Decided from yama's scope and our capabilities."""
+    caps = effective_caps()
+    has_cap = caps is not None and bool(caps & (1 << CAP_SYS_PTRACE))
+    raw_scope = _read("/proc/sys/kernel/yama/ptrace_scope")
+    scope = int(raw_scope) if raw_scope and raw_scope.isdigit() else None
+    root = os.geteuid() == 0
+    if scope == 3:
+        ok, reach = False, "none: kernel.yama.ptrace_scope=3 forbids attaching until reboot"
+    elif has_cap:
+        ok, reach = True, "any process (CAP_SYS_PTRACE)"
+    elif scope in (None, 0):
+        ok, reach = True, "processes of the same user"
+    elif scope == 1:
+        ok, reach = False, "only sattui's own children (`sattui record -- CMD`); kernel.yama.ptrace_scope=1"
+    else:
+        ok, reach = False, f"none without CAP_SYS_PTRACE; kernel.yama.ptrace_scope={scope}"
+    return {"ok": ok, "can_attach_to": reach, "root": root, "cap_sys_ptrace": has_cap,
+            "ptrace_scope": scope, "fix": None if ok else PTRACE_FIX}
+
+
+def py_spy_check() -> dict[str, Any]:
+    path = find_py_spy()
+    if path is None:
+        return {"ok": False, "path": None, "version": None,
+                "why": "py-spy not found on PATH nor beside this Python; `pip install py-spy`"}
+    ver = py_spy_version(path)
+    return {"ok": ver is not None, "path": path, "version": ver,
+            "why": None if ver else f"{path} did not report a version"}
+
+
+def psutil_check() -> dict[str, Any]:
+    try:
+        psutil.Process(os.getpid()).io_counters()
+        io = True
+    except (psutil.Error, AttributeError, OSError):
+        io = False
+    return {"ok": True, "version": psutil.__version__, "io_counters": io}
+
+
+def run_doctor() -> dict[str, Any]:
+    return {
+        "format": "sattui.doctor/1",
+        "sattui": __version__,
+        "python": sys.version.split()[0],
+        "ptrace": ptrace_check(),
+        "py_spy": py_spy_check(),
+        "psutil": psutil_check(),
+    }
+
+
+def format_text(d: dict[str, Any]) -> str:
+    def mark(ok: bool) -> str:
+        return "ok  " if ok else "NO  "
+
+    pt, ps, pu = d["ptrace"], d["py_spy"], d["psutil"]
+    lines = [f"sattui {d['sattui']} on Python {d['python']}", ""]
+    lines.append(f"{mark(pt['ok'])} ptrace: can attach to {pt['can_attach_to']}")
+    if pt["fix"]:
+        lines.append(f"      fix: {pt['fix']}")
+    if ps["ok"]:
+        lines.append(f"{mark(True)} py-spy {ps['version']} at {ps['path']}")
+    else:
+        lines.append(f"{mark(False)} py-spy: {ps['why']}")
+    lines.append(f"{mark(pu['ok'])} psutil {pu['version']} (per-process I/O counters: "
+                 f"{'readable' if pu['io_counters'] else 'not readable'})")
+    return "\n".join(lines)
+
+
+def format_json(d: dict[str, Any]) -> str:
+    return json.dumps(d, indent=2)

@@ -1,0 +1,228 @@
+"""Recordings: JSON Lines, format ``sattui/1`` (docs/format.md documents every field).
+
+The writer creates the file with mode 0600 (a recording names processes and command
+lines), writes one object per line and flushes after every batch, so whatever stops
+sattui leaves a file that reads back, at worst with a torn last line. The reader
+streams: a 2 GB recording is read with bounded memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+from sattui.errors import RecordingError, SattuiError
+from sattui.model import Frame, StackChunk, StackSample
+
+FORMAT = "sattui/1"
+FORMAT_FAMILY = "sattui/"
+KINDS = frozenset({"header", "card", "proc", "stacks", "finding", "event"})
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities are not JSON; a value the source could not give is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def make_header(*, pid: int | None, cmdline: list[str] | None, backend: str | None,
+                cards: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    header: dict[str, Any] = {
+        "kind": "header",
+        "format": FORMAT,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "pid": pid,
+        "cmdline": cmdline,
+        "backend": backend,
+        "cards": cards or [],
+    }
+    header.update(extra)
+    return header
+
+
+def stacks_to_record(chunk: StackChunk) -> dict[str, Any]:
+    """One py-spy chunk as a self-contained ``stacks`` record.
+
+    Frames and stacks are interned per record (not per file) so that every record
+    stands alone: a reader can start anywhere and a torn file loses only its tail.
+    """
+    frame_ids: dict[Frame, int] = {}
+    stack_ids: dict[tuple[int, ...], int] = {}
+    threads: dict[str, str | None] = {}
+    samples = []
+    for s in chunk.samples:
+        ids = []
+        for f in s.frames:
+            i = frame_ids.get(f)
+            if i is None:
+                i = frame_ids[f] = len(frame_ids)
+            ids.append(i)
+        key = tuple(ids)
+        si = stack_ids.get(key)
+        if si is None:
+            si = stack_ids[key] = len(stack_ids)
+        threads.setdefault(str(s.tid), s.thread_name)
+        samples.append([round(s.t, 4), round(s.dur, 4), s.tid, si, s.activity])
+    return {
+        "kind": "stacks",
+        "t": round(chunk.t, 4),
+        "t_end": round(chunk.t_end, 4),
+        "pid": chunk.pid,
+        "rate_hz": chunk.rate_hz,
+        "errors": chunk.errors,
+        "threads": threads,
+        "frames": [[f.name, f.filename, f.line] for f in frame_ids],
+        "stacks": [list(k) for k in stack_ids],
+        "samples": samples,
+    }
+
+
+def samples_from_record(rec: dict[str, Any]) -> list[StackSample]:
+    """The inverse of :func:`stacks_to_record`."""
+    frames = [Frame(str(n), str(fn), ln if isinstance(ln, int) else None) for n, fn, ln in rec["frames"]]
+    stacks = [tuple(frames[i] for i in ids) for ids in rec["stacks"]]
+    threads = rec.get("threads") or {}
+    pid = int(rec["pid"])
+    out = []
+    for t, dur, tid, si, state in rec["samples"]:
+        out.append(StackSample(t=float(t), dur=float(dur), pid=pid, tid=int(tid),
+                               thread_name=threads.get(str(tid)), is_main=int(tid) == pid,
+                               active=True, frames=stacks[si], activity=state))
+    return out
+
+
+class RecordingWriter:
+    """Appends records to a new recording; every ``write`` ends flushed."""
+
+    def __init__(self, path: str, header: dict[str, Any]) -> None:
+        self.path = path
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as e:
+            raise SattuiError(f"cannot write {path}: {e.strerror or e}") from None
+        # O_CREAT's mode only applies to a new file; an existing one keeps its bits.
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            pass
+        self._f: TextIO | None = os.fdopen(fd, "w", encoding="utf-8")
+        self.records_written = 0
+        self.write_many([header])
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.write_many([record])
+
+    def write_many(self, records: list[dict[str, Any]]) -> None:
+        if self._f is None:
+            raise SattuiError(f"cannot write {self.path}: already closed")
+        try:
+            for r in records:
+                self._f.write(json.dumps(_clean(r), separators=(",", ":"), allow_nan=False) + "\n")
+            self._f.flush()
+        except OSError as e:
+            raise SattuiError(f"cannot write {self.path}: {e.strerror or e}") from None
+        self.records_written += len(records)
+
+    def close(self) -> None:
+        if self._f is not None:
+            f, self._f = self._f, None
+            try:
+                f.close()
+            except OSError as e:
+                raise SattuiError(f"cannot write {self.path}: {e.strerror or e}") from None
+
+
+@dataclass
+class RecordingReader:
+    """Streams a recording: ``header`` is read at once, ``records()`` yields the rest.
+
+    ``warnings`` collects what was tolerated (a torn last line).
+    """
+
+    path: str
+    header: dict[str, Any] = field(init=False)
+    warnings: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        try:
+            self._f = open(self.path, "rb")
+        except OSError as e:
+            raise RecordingError(f"cannot read {self.path}: {e.strerror or e}") from None
+        first = self._f.readline()
+        if not first.strip():
+            self._f.close()
+            raise RecordingError(f"{self.path}: empty file, not a sattui recording")
+        self.header = self._parse_header(first)
+        self._line_no = 1
+
+    def _parse_header(self, raw: bytes) -> dict[str, Any]:
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if not isinstance(obj, dict) or obj.get("kind") != "header" or not isinstance(obj.get("format"), str):
+            self._f.close()
+            raise RecordingError(f"{self.path}: line 1 is not a sattui header: not a sattui recording")
+        fmt = obj["format"]
+        if fmt != FORMAT:
+            self._f.close()
+            if fmt.startswith(FORMAT_FAMILY):
+                raise RecordingError(f"{self.path}: format {fmt} is not one this sattui reads ({FORMAT}); "
+                                     "a newer sattui wrote it")
+            raise RecordingError(f"{self.path}: line 1 has format {fmt!r}: not a sattui recording")
+        return obj
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record after the header, in file order; raises RecordingError on a bad line."""
+        f = self._f
+        pending: bytes | None = None
+        pending_no = 0
+        for raw in f:
+            self._line_no += 1
+            if pending is not None:
+                # A bad line followed by more lines is not a torn tail: it is damage.
+                raise RecordingError(f"{self.path}: line {pending_no}: not a JSON record")
+            rec = self._parse_line(raw)
+            if rec is None:
+                pending, pending_no = raw, self._line_no
+                continue
+            if rec is False:
+                continue
+            yield rec
+        if pending is not None:
+            if pending.endswith(b"\n"):
+                raise RecordingError(f"{self.path}: line {pending_no}: not a JSON record")
+            self.warnings.append(f"{self.path}: line {pending_no} is torn (the writer was stopped); skipped")
+        f.close()
+
+    def _parse_line(self, raw: bytes) -> dict[str, Any] | None | bool:
+        if not raw.strip():
+            return False
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
+            kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+            raise RecordingError(f"{self.path}: line {self._line_no}: unknown record kind {kind!r}")
+        if obj["kind"] == "header":
+            raise RecordingError(f"{self.path}: line {self._line_no}: a second header (two recordings joined?)")
+        if not isinstance(obj.get("t"), (int, float)):
+            raise RecordingError(f"{self.path}: line {self._line_no}: record without a time 't'")
+        return obj
+
+    def close(self) -> None:
+        self._f.close()
+

@@ -1,0 +1,192 @@
+"""Headless recording: the trainer's process tree and py-spy stacks into a JSONL file.
+
+One thread (the caller's) ticks the process tree once per interval and writes; py-spy
+runs in the sampler's own thread and hands chunks over through a queue, so a slow
+py-spy never delays the process samples.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sattui.errors import SattuiError
+from sattui.model import Event, StackChunk
+from sattui.record import RecordingWriter, make_header, stacks_to_record
+from sattui.timeline import Clock
+from sattui.trainer.procs import ProcessTree
+from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
+from sattui.trainer.states import classify, read_source_line
+
+DEFAULT_INTERVAL_S = 1.0
+
+
+def classify_chunk(chunk: StackChunk, cuda: bool = False) -> None:
+    """Give every main-thread sample of a chunk its state (other threads stay None)."""
+    for s in chunk.samples:
+        if s.is_main:
+            s.activity = classify(s.frames, source_line=read_source_line, cuda=cuda)
+
+
+@dataclass
+class RecordOptions:
+    out_path: str
+    duration_s: float | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+    rate_hz: float = DEFAULT_RATE_HZ
+    stacks: bool = True
+    backend: str | None = None
+
+
+@dataclass
+class RecordResult:
+    duration_s: float
+    records: int
+    trainer_exit_code: int | None = None
+    ended_by: str = "duration"
+    notes: list[str] = field(default_factory=list)
+
+
+class Recorder:
+    """Records one trainer (``pid``) until the duration ends, it exits, or a signal comes.
+
+    ``child`` is the Popen of a trainer sattui started itself (``record -- CMD``): its
+    exit code is recorded, and it is stopped if the recording ends first.
+    """
+
+    def __init__(self, pid: int, opts: RecordOptions, child: subprocess.Popen[bytes] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.pid = pid
+        self.opts = opts
+        self.child = child
+        self.log = log or (lambda msg: None)
+        self.clock = Clock()
+        self._stop = threading.Event()
+        self._ended_by = "duration"
+        self._chunks: queue.Queue[StackChunk] = queue.Queue()
+        self._events: queue.Queue[Event] = queue.Queue()
+        self._samplers: dict[int, StackSampler] = {}
+
+    def request_stop(self, why: str = "signal") -> None:
+        self._ended_by = why
+        self._stop.set()
+
+    def _start_sampler(self, pid: int) -> None:
+        if not self.opts.stacks or pid in self._samplers:
+            return
+        sampler = StackSampler(pid, self.clock, on_chunk=self._chunks.put, on_event=self._events.put,
+                               rate_hz=self.opts.rate_hz)
+        self._samplers[pid] = sampler
+        sampler.start()
+
+    def _drain(self, writer: RecordingWriter) -> None:
+        out: list[dict[str, Any]] = []
+        while True:
+            try:
+                ev = self._events.get_nowait()
+            except queue.Empty:
+                break
+            out.append(ev.to_record())
+            if ev.type in ("permission_denied", "not_python", "sampler_missing"):
+                self.log(ev.message)
+        while True:
+            try:
+                chunk = self._chunks.get_nowait()
+            except queue.Empty:
+                break
+            classify_chunk(chunk)
+            out.append(stacks_to_record(chunk))
+        if out:
+            out.sort(key=lambda r: r["t"])
+            writer.write_many(out)
+
+    def run(self) -> RecordResult:
+        tree = ProcessTree(self.pid, self.clock)
+        info = tree.info()
+        header = make_header(pid=self.pid, cmdline=info.get("cmdline"), backend=self.opts.backend,
+                             env=info.get("env") or {}, nspid=info.get("nspid"),
+                             launcher=info.get("launcher"), interval_s=self.opts.interval_s,
+                             stack_rate_hz=self.opts.rate_hz if self.opts.stacks else None)
+        writer = RecordingWriter(self.opts.out_path, header)
+        exit_code: int | None = None
+        try:
+            if info.get("launcher"):
+                # A torchrun launcher only waits on its ranks: sample the ranks instead.
+                for rpid in tree.rank_pids().values():
+                    self._start_sampler(rpid)
+            else:
+                self._start_sampler(self.pid)
+            next_tick = time.monotonic()
+            deadline = None if self.opts.duration_s is None else next_tick + self.opts.duration_s
+            while not self._stop.is_set():
+                procs, events = tree.sample()
+                recs = [p.to_record() for p in procs] + [e.to_record() for e in events]
+                if recs:
+                    writer.write_many(recs)
+                if info.get("launcher"):
+                    for rpid in tree.rank_pids().values():
+                        self._start_sampler(rpid)
+                self._drain(writer)
+                if not tree.main_alive() or (self.child is not None and self.child.poll() is not None):
+                    self._ended_by = "trainer_exited"
+                    exit_code = self._child_exit_code()
+                    msg = "trainer exited" + (f" with code {exit_code}" if exit_code is not None else "")
+                    writer.write(Event(self.clock(), "trainer_exited", msg,
+                                       {"pid": self.pid, "exit_code": exit_code}).to_record())
+                    self.log(msg)
+                    break
+                next_tick += self.opts.interval_s
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    self._ended_by = "duration"
+                    break
+                wait = next_tick - now
+                if deadline is not None:
+                    wait = min(wait, deadline - now)
+                if wait < 0:  # we fell behind (a slow tick): do not try to catch up in a burst
+                    next_tick = now
+                    wait = 0
+                self._stop.wait(wait)
+        finally:
+            for s in self._samplers.values():
+                s.stop()
+            try:
+                self._drain(writer)
+                writer.write(Event(self.clock(), "recording_ended", f"recording ended: {self._ended_by}",
+                                   {"ended_by": self._ended_by}).to_record())
+            finally:
+                writer.close()
+            if self.child is not None and exit_code is None:
+                exit_code = self._stop_child()
+        return RecordResult(duration_s=self.clock(), records=writer.records_written,
+                            trainer_exit_code=exit_code, ended_by=self._ended_by)
+
+    def _child_exit_code(self) -> int | None:
+        if self.child is None:
+            return None
+        try:
+            return self.child.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _stop_child(self) -> int | None:
+        """The recording ended first: stop the trainer sattui started (it is ours)."""
+        child = self.child
+        assert child is not None
+        if child.poll() is not None:
+            return child.returncode
+        for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            try:
+                child.send_signal(sig)
+                return child.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                return child.poll()
+        raise SattuiError(f"could not stop the trainer (pid {child.pid})")

@@ -1,0 +1,324 @@
+"""`sattui report`: a recording summed up, as text or as ``sattui.report/1`` JSON.
+
+The report streams the recording once and keeps only aggregates, so its memory does
+not grow with the file's length (only with the number of distinct stacks, which is
+capped).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sattui.model import ACTIVITIES, Frame
+from sattui.record import RecordingReader
+
+REPORT_FORMAT = "sattui.report/1"
+MAX_DISTINCT_STACKS = 20000
+TOP_STACKS = 10
+
+_LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "<string>")
+
+
+def is_library_file(filename: str) -> bool:
+    return any(m in filename for m in _LIB_MARKERS)
+
+
+@dataclass
+class _ProcAgg:
+    pid: int
+    ppid: int | None
+    role: str
+    rank: int | None
+    name: str
+    first_t: float
+    last_t: float
+    cpu_sum: float = 0.0
+    cpu_n: int = 0
+    cpu_max: float = 0.0
+    rss_max: int | None = None
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+    states: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class _CardAgg:
+    card: int
+    util_sum: float = 0.0
+    util_n: int = 0
+    sm_sum: float = 0.0
+    sm_n: int = 0
+    mem_used_max: int | None = None
+    power_sum: float = 0.0
+    power_n: int = 0
+
+
+class ReportBuilder:
+    """Feed it records in order with :meth:`add`; :meth:`result` gives the report."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self.t_max = 0.0
+        self.procs: dict[int, _ProcAgg] = {}
+        self._last_proc_t: dict[int, float] = {}
+        self._tick_workers: dict[float, int] = defaultdict(int)
+        self.state_s: dict[str, float] = defaultdict(float)
+        self.startup_s = 0.0
+        self.sampled_s = 0.0
+        self.stack_s: dict[tuple[str, tuple[Frame, ...]], float] = defaultdict(float)
+        self.stack_chunks = 0
+        self.stack_pids: set[int] = set()
+        self.rates: set[float] = set()
+        self.cards: dict[int, _CardAgg] = {}
+        self.events: list[dict[str, Any]] = []
+
+    def add(self, rec: dict[str, Any]) -> None:
+        t = float(rec["t"])
+        kind = rec["kind"]
+        self.t_max = max(self.t_max, float(rec.get("t_end", t)))
+        if kind == "proc":
+            self._add_proc(rec, t)
+        elif kind == "stacks":
+            self._add_stacks(rec)
+        elif kind == "card":
+            self._add_card(rec)
+        elif kind == "event":
+            if len(self.events) < 1000:
+                self.events.append(rec)
+
+    def _add_proc(self, rec: dict[str, Any], t: float) -> None:
+        pid = int(rec["pid"])
+        agg = self.procs.get(pid)
+        if agg is None or agg.name != rec.get("name") and t - agg.last_t > 5:
+            agg = self.procs[pid] = _ProcAgg(pid, rec.get("ppid"), rec.get("role", "other"), rec.get("rank"),
+                                             rec.get("name") or "?", t, t)
+        agg.role = rec.get("role", agg.role)
+        agg.name = rec.get("name") or agg.name
+        agg.rank = rec.get("rank", agg.rank)
+        prev_t = agg.last_t
+        agg.last_t = t
+        cpu = rec.get("cpu")
+        if isinstance(cpu, (int, float)):
+            agg.cpu_sum += cpu
+            agg.cpu_n += 1
+            agg.cpu_max = max(agg.cpu_max, cpu)
+        rss = rec.get("rss")
+        if isinstance(rss, int):
+            agg.rss_max = rss if agg.rss_max is None else max(agg.rss_max, rss)
+        dt = t - prev_t
+        if dt > 0:
+            for key, attr in (("read_Bps", "read_bytes"), ("write_Bps", "write_bytes")):
+                v = rec.get(key)
+                if isinstance(v, (int, float)):
+                    setattr(agg, attr, getattr(agg, attr) + v * dt)
+        if rec.get("state"):
+            agg.states[rec["state"]] += 1
+        if agg.role == "worker":
+            self._tick_workers[round(t, 1)] += 1
+
+    def _add_stacks(self, rec: dict[str, Any]) -> None:
+        pid = int(rec["pid"])
+        self.stack_chunks += 1
+        self.stack_pids.add(pid)
+        if isinstance(rec.get("rate_hz"), (int, float)):
+            self.rates.add(float(rec["rate_hz"]))
+        frames = [Frame(str(n), str(fn), ln if isinstance(ln, int) else None) for n, fn, ln in rec["frames"]]
+        stacks = [tuple(frames[i] for i in ids) for ids in rec["stacks"]]
+        for _t, dur, tid, si, state in rec["samples"]:
+            if int(tid) != pid or state is None:
+                continue
+            dur = float(dur)
+            if state == "startup":
+                self.startup_s += dur
+                continue
+            self.sampled_s += dur
+            self.state_s[state] += dur
+            key = (state, stacks[si])
+            if key in self.stack_s or len(self.stack_s) < MAX_DISTINCT_STACKS:
+                self.stack_s[key] += dur
+
+    def _add_card(self, rec: dict[str, Any]) -> None:
+        c = int(rec["card"])
+        agg = self.cards.setdefault(c, _CardAgg(c))
+        if isinstance(rec.get("util"), (int, float)):
+            agg.util_sum += rec["util"]
+            agg.util_n += 1
+        if isinstance(rec.get("sm_active"), (int, float)):
+            agg.sm_sum += rec["sm_active"]
+            agg.sm_n += 1
+        if isinstance(rec.get("mem_used"), int):
+            agg.mem_used_max = rec["mem_used"] if agg.mem_used_max is None else max(agg.mem_used_max, rec["mem_used"])
+        if isinstance(rec.get("power_w"), (int, float)):
+            agg.power_sum += rec["power_w"]
+            agg.power_n += 1
+
+    # -- results -------------------------------------------------------------------
+
+    def states(self) -> dict[str, float]:
+        if self.sampled_s <= 0:
+            return {}
+        return {k: round(self.state_s[k] / self.sampled_s, 4) for k in ACTIVITIES if self.state_s.get(k)}
+
+    def workers(self) -> int:
+        return max(self._tick_workers.values(), default=0)
+
+    def top_stacks(self, n: int = TOP_STACKS) -> list[dict[str, Any]]:
+        total = self.sampled_s or 1.0
+        best = sorted(self.stack_s.items(), key=lambda kv: kv[1], reverse=True)[:n]
+        out = []
+        for (state, frames), secs in best:
+            user = next((f for f in frames if not is_library_file(f.filename)), None)
+            out.append({
+                "state": state,
+                "share": round(secs / total, 4),
+                "leaf": frames[0].label() if frames else None,
+                "user_frame": user.label() if user else None,
+                "frames": [f.label() for f in frames],
+            })
+        return out
+
+    def result(self) -> dict[str, Any]:
+        h = self.header
+        trainer = None
+        if h.get("pid") is not None:
+            trainer = {
+                "pid": h.get("pid"),
+                "cmdline": h.get("cmdline"),
+                "workers": self.workers(),
+                "states": self.states(),
+                "sampled_s": round(self.sampled_s, 2),
+                "startup_excluded_s": round(self.startup_s, 2),
+                "sampler": self._sampler_status(),
+            }
+        cards = []
+        infos = {c.get("card"): c for c in h.get("cards") or []}
+        for c in sorted(set(infos) | set(self.cards), key=lambda x: (x is None, x)):
+            agg = self.cards.get(c) or _CardAgg(c)
+            info = infos.get(c, {})
+            cards.append({
+                "card": c,
+                "vendor": info.get("vendor"),
+                "name": info.get("name"),
+                "util_mean": round(agg.util_sum / agg.util_n, 2) if agg.util_n else None,
+                "sm_active_mean": round(agg.sm_sum / agg.sm_n, 2) if agg.sm_n else None,
+                "mem_used_max": agg.mem_used_max,
+                "power_mean_w": round(agg.power_sum / agg.power_n, 2) if agg.power_n else None,
+                **({"simulated": True} if info.get("simulated") else {}),
+            })
+        return {
+            "format": REPORT_FORMAT,
+            "duration_s": round(self.t_max, 2),
+            "started_at": h.get("started_at"),
+            "host": h.get("host"),
+            "trainer": trainer,
+            "cards": cards,
+            "processes": [self._proc_dict(p) for p in sorted(self.procs.values(), key=lambda p: (p.first_t, p.pid))],
+            "top_stacks": self.top_stacks() if trainer else [],
+            "events": [{k: v for k, v in e.items() if k != "kind"} for e in self.events],
+        }
+
+    def _sampler_status(self) -> dict[str, Any]:
+        problems = [e for e in self.events if e.get("type") in
+                    ("permission_denied", "not_python", "sampler_missing", "sampler_failing")]
+        return {
+            "rate_hz": max(self.rates) if self.rates else None,
+            "chunks": self.stack_chunks,
+            "problem": problems[-1].get("message") if problems else None,
+        }
+
+    @staticmethod
+    def _proc_dict(p: _ProcAgg) -> dict[str, Any]:
+        span = max(p.last_t - p.first_t, 0.0)
+        return {
+            "pid": p.pid, "ppid": p.ppid, "role": p.role, "rank": p.rank, "name": p.name,
+            "first_t": round(p.first_t, 2), "last_t": round(p.last_t, 2),
+            "cpu_mean": round(p.cpu_sum / p.cpu_n, 3) if p.cpu_n else None,
+            "cpu_max": round(p.cpu_max, 3) if p.cpu_n else None,
+            "rss_max": p.rss_max,
+            "read_bytes": int(p.read_bytes) if span else None,
+            "write_bytes": int(p.write_bytes) if span else None,
+            "state_mostly": max(p.states, key=p.states.__getitem__) if p.states else None,
+        }
+
+
+def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
+    reader = RecordingReader(path)
+    builder = ReportBuilder(reader.header)
+    for rec in reader.records():
+        builder.add(rec)
+    return builder.result(), reader.warnings
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+def _fmt_cpu(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def format_text(rep: dict[str, Any]) -> str:
+    lines = [f"recording   {rep['duration_s']:.1f} s, started {rep.get('started_at') or '?'} on {rep.get('host') or '?'}"]
+    tr = rep.get("trainer")
+    if tr:
+        cmd = " ".join(tr.get("cmdline") or []) or "?"
+        lines.append(f"trainer     pid {tr['pid']}: {cmd}")
+        lines.append(f"workers     {tr['workers']} DataLoader worker(s) at most at once")
+    else:
+        lines.append("trainer     none (cards-only recording)")
+    for c in rep.get("cards") or []:
+        sim = " SIMULATED" if c.get("simulated") else ""
+        util = "n/a" if c["util_mean"] is None else f"{c['util_mean']:.1f} %"
+        lines.append(f"card {c['card']}{sim}  {c.get('name') or '?'}: util mean {util}, "
+                     f"mem max {_fmt_bytes(c['mem_used_max'])}")
+    procs = rep.get("processes") or []
+    if procs:
+        lines += ["", "processes (cpu in cores, mean / max)"]
+        lines.append(f"  {'pid':>7} {'role':<7} {'name':<16} {'cpu':>5} {'max':>5} {'state':<5} {'rss max':>9} "
+                     f"{'read':>9}  seen")
+        for p in procs[:40]:
+            rank = f"{p['role']}{p['rank']}" if p["rank"] is not None else p["role"]
+            lines.append(f"  {p['pid']:>7} {rank:<7} {p['name'][:16]:<16} {_fmt_cpu(p['cpu_mean']):>5} "
+                         f"{_fmt_cpu(p['cpu_max']):>5} {p['state_mostly'] or '?':<5} {_fmt_bytes(p['rss_max']):>9} "
+                         f"{_fmt_bytes(p['read_bytes']):>9}  {p['first_t']:.0f}–{p['last_t']:.0f} s")
+        if len(procs) > 40:
+            lines.append(f"  … {len(procs) - 40} more")
+    if tr:
+        samp = tr["sampler"]
+        lines += ["", f"main thread (py-spy {samp['rate_hz'] or '?'} Hz, {tr['sampled_s']:.1f} s sampled, "
+                      f"{tr['startup_excluded_s']:.1f} s of imports excluded)"]
+        if samp.get("problem"):
+            lines.append(f"  no stacks: {samp['problem']}")
+        states = tr.get("states") or {}
+        for k, v in sorted(states.items(), key=lambda kv: kv[1], reverse=True):
+            bar = "█" * round(v * 30)
+            lines.append(f"  {k:<12} {v * 100:5.1f} %  {bar}")
+        tops = rep.get("top_stacks") or []
+        if tops:
+            lines += ["", "top stacks (share of main-thread time)"]
+            for s in tops:
+                where = s["leaf"] or "?"
+                if s["user_frame"] and s["user_frame"] != s["leaf"]:
+                    where += f"  ← {s['user_frame']}"
+                lines.append(f"  {s['share'] * 100:5.1f} %  {s['state']:<11} {where}")
+    evs = rep.get("events") or []
+    if evs:
+        lines += ["", "events"]
+        for e in evs[:20]:
+            lines.append(f"  {e['t']:7.1f} s  {e.get('type')}: {e.get('message')}")
+        if len(evs) > 20:
+            lines.append(f"  … {len(evs) - 20} more")
+    return "\n".join(lines)
+
+
+def format_json(rep: dict[str, Any]) -> str:
+    return json.dumps(rep, indent=2)

@@ -1,0 +1,145 @@
+import json
+import os
+import stat
+
+import pytest
+
+from sattui.errors import RecordingError, SattuiError
+from sattui.model import Event, Frame, ProcSample, StackChunk, StackSample
+from sattui.record import FORMAT, RecordingReader, RecordingWriter, make_header, samples_from_record, stacks_to_record
+
+
+def _write(path, lines):
+    with open(path, "w") as f:
+        f.write(lines)
+
+
+def _header(**kw):
+    return make_header(pid=4242, cmdline=["python", "train.py"], backend=None, **kw)
+
+
+def test_roundtrip_and_mode_0600(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w.write(ProcSample(1.0, 4242, 1, "main", None, "python", 0.5, "R", 100, 0.0, None).to_record())
+    w.write(Event(2.0, "trainer_exited", "trainer exited", {"exit_code": 0}).to_record())
+    w.close()
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    r = RecordingReader(p)
+    assert r.header["format"] == FORMAT and r.header["pid"] == 4242
+    recs = list(r.records())
+    assert [x["kind"] for x in recs] == ["proc", "event"]
+    assert recs[0]["cpu"] == 0.5 and recs[0]["write_Bps"] is None
+    assert recs[1]["exit_code"] == 0
+    assert r.warnings == []
+
+
+def test_existing_file_gets_mode_0600(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text("old")
+    os.chmod(p, 0o644)
+    RecordingWriter(str(p), _header()).close()
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+
+
+def test_each_write_is_flushed_so_a_reader_sees_it_before_close(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w.write(Event(0.5, "x", "y").to_record())
+    assert len(list(RecordingReader(p).records())) == 1  # writer still open
+    w.close()
+
+
+def test_nan_is_written_as_null(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w.write({"kind": "card", "t": 1.0, "card": 0, "util": float("nan")})
+    w.close()
+    (rec,) = RecordingReader(p).records()
+    assert rec["util"] is None
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w.write(Event(1.0, "a", "b").to_record())
+    w.close()
+    with open(p, "a") as f:
+        f.write('{"kind": "proc", "t": 2.0, "pid"')  # killed mid-write: no newline
+    r = RecordingReader(p)
+    recs = list(r.records())
+    assert len(recs) == 1
+    assert len(r.warnings) == 1 and "line 3" in r.warnings[0] and "torn" in r.warnings[0]
+
+
+def test_bad_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    hdr = json.dumps(_header())
+    _write(p, hdr + '\n{"kind":"event","t":1,"type":"a","message":"b"}\nGARBAGE\n{"kind":"event","t":2}\n')
+    with pytest.raises(RecordingError, match="line 3"):
+        list(RecordingReader(p).records())
+
+
+def test_bad_complete_last_line_is_an_error_too(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    _write(p, json.dumps(_header()) + "\nnot json\n")
+    with pytest.raises(RecordingError, match="line 2"):
+        list(RecordingReader(p).records())
+
+
+@pytest.mark.parametrize("content,match", [
+    ("", "empty file"),
+    ("\n\n", "empty file"),
+    ("hello world\n", "line 1 is not a sattui header"),
+    ('{"kind": "card", "t": 0}\n', "line 1 is not a sattui header"),
+    ('{"kind": "header", "format": "othertool/3"}\n', "not a sattui recording"),
+    ('{"kind": "header", "format": "sattui/2"}\n', "sattui/2 is not one this sattui reads"),
+    ("\x00\x01\x02binary", "not a sattui header"),
+])
+def test_foreign_empty_or_newer_files_are_rejected(tmp_path, content, match):
+    p = tmp_path / "f.jsonl"
+    p.write_bytes(content.encode("latin-1"))
+    with pytest.raises(RecordingError, match=match):
+        RecordingReader(str(p))
+
+
+def test_unknown_kind_and_missing_t_name_the_line(tmp_path):
+    p = str(tmp_path / "r.jsonl")
+    _write(p, json.dumps(_header()) + '\n{"kind":"weird","t":1}\n')
+    with pytest.raises(RecordingError, match="line 2: unknown record kind 'weird'"):
+        list(RecordingReader(p).records())
+    _write(p, json.dumps(_header()) + '\n{"kind":"proc"}\n')
+    with pytest.raises(RecordingError, match="line 2: record without a time"):
+        list(RecordingReader(p).records())
+
+
+def test_missing_file_and_unwritable_output(tmp_path):
+    with pytest.raises(RecordingError, match="cannot read"):
+        RecordingReader(str(tmp_path / "nope.jsonl"))
+    with pytest.raises(SattuiError, match="cannot write"):
+        RecordingWriter(str(tmp_path / "no" / "dir.jsonl"), _header())
+
+
+def test_write_failure_is_one_clear_error():
+    # /dev/full fails every write with ENOSPC, as a full disk does.
+    with pytest.raises(SattuiError, match="cannot write /dev/full: No space left on device"):
+        RecordingWriter("/dev/full", _header())
+
+
+def test_stacks_record_roundtrip_keeps_states_and_frames():
+    f_main = Frame("main", "/work/train.py", 130)
+    f_next = Frame("_MultiProcessingDataLoaderIter._next_data", "/x/torch/utils/data/dataloader.py", 1505)
+    f_thr = Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 327)
+    samples = [
+        StackSample(10.0, 0.5, 4242, 4242, "MainThread", True, True, (f_next, f_main), activity="data_wait"),
+        StackSample(10.5, 0.1, 4242, 4242, "MainThread", True, True, (f_main,), activity="other"),
+        StackSample(10.0, 0.6, 4242, 4300, "QueueFeederThread", False, True, (f_thr,)),
+    ]
+    rec = stacks_to_record(StackChunk(10.0, 10.6, 4242, 20.0, samples, errors=1))
+    assert len(rec["frames"]) == 3 and len(rec["stacks"]) == 3
+    assert rec["threads"] == {"4242": "MainThread", "4300": "QueueFeederThread"}
+    back = samples_from_record(json.loads(json.dumps(rec)))
+    assert [s.activity for s in back] == ["data_wait", "other", None]
+    assert back[0].frames == (f_next, f_main)
+    assert back[2].is_main is False and back[0].is_main is True
+    assert back[1].t == 10.5 and back[1].dur == 0.1

@@ -1,0 +1,80 @@
+import pytest
+
+from sattui.timeline import DEFAULT_HISTORY_S, Clock, Ring, Timeline
+
+
+def test_ring_window_is_half_open_and_ordered():
+    r = Ring(10)
+    for i in range(5):
+        r.append(float(i), i)
+    assert r.window(1.0, 3.0) == [1, 2]
+    assert r.window(-5, 100) == [0, 1, 2, 3, 4]
+    assert r.window(3.5, 3.6) == []
+
+
+def test_ring_overwrites_oldest_when_full():
+    r = Ring(4)
+    for i in range(10):
+        r.append(float(i), i)
+    assert len(r) == 4
+    assert list(r) == [6, 7, 8, 9]
+    assert r.first_t() == 6.0 and r.last_t() == 9.0
+    assert r.window(0, 7.5) == [6, 7]
+    assert r[-1] == 9 and r[0] == 6
+
+
+def test_ring_out_of_order_sample_is_placed_by_time():
+    r = Ring(5)
+    for t in (1.0, 2.0, 4.0):
+        r.append(t, t)
+    r.append(3.0, 3.0)
+    assert list(r) == [1.0, 2.0, 3.0, 4.0]
+    r.append(5.0, 5.0)
+    r.append(0.5, 0.5)  # older than everything in a full ring: dropped as the oldest
+    assert list(r) == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_timeline_default_keeps_an_hour_at_default_rates():
+    tl = Timeline()
+    assert tl.history_s >= 3600 == DEFAULT_HISTORY_S
+    # 20 Hz stacks for an hour fit; memory stays bounded beyond that.
+    assert tl.capacity_for("stack") >= 20 * 3600
+    assert tl.capacity_for("proc") >= 3600
+
+
+def test_timeline_memory_is_bounded_by_history():
+    tl = Timeline(history_s=10, rates_hz={"proc": 1.0})
+    cap = tl.capacity_for("proc")
+    for i in range(cap * 5):
+        tl.add("proc", 42, float(i), i)
+    assert len(tl.series("proc", 42)) == cap
+    assert tl.sample_count() == cap
+    assert tl.last("proc", 42) == cap * 5 - 1
+
+
+def test_timeline_windows_across_series_and_stale_drop():
+    tl = Timeline(history_s=60)
+    for t in range(10):
+        tl.add("proc", 1, float(t), ("a", t))
+    tl.add("proc", 2, 1.0, ("b", 1))
+    assert tl.window("proc", 1, 2, 4) == [("a", 2), ("a", 3)]
+    assert set(tl.window_all("proc", 0, 2)) == {1, 2}
+    assert set(tl.window_all("proc", 5, 10)) == {1}
+    assert tl.window("proc", 99, 0, 10) == []
+    assert tl.drop_stale("proc", older_than_t=5.0) == 1
+    assert tl.keys("proc") == [1]
+    assert tl.latest_t == 9.0
+
+
+def test_clock_is_relative_and_monotonic():
+    ticks = iter([100.0, 100.5, 101.25])
+    c = Clock(now=lambda: next(ticks))
+    assert c() == 0.5
+    assert c() == 1.25
+
+
+def test_bad_sizes_rejected():
+    with pytest.raises(ValueError):
+        Ring(0)
+    with pytest.raises(ValueError):
+        Timeline(history_s=0)
