@@ -74,6 +74,48 @@ def _idle_threads(n: int, stop: threading.Event) -> None:
         threading.Thread(target=stop.wait, name=f"idle-{i}", daemon=True).start()
 
 
+class CpuPinStage:
+    """A stand-in for torch's pin-memory thread on a machine without an accelerator.
+
+    torch starts its real ``pt_data_pin`` thread only when an accelerator is present
+    (``DataLoader`` drops ``pin_memory`` with a warning otherwise), so a CPU-only test
+    box never shows one. This thread takes the same name through torch's own
+    ``_set_thread_name`` and copies every batch handed to it, the CPU part of what
+    pinning does, so the process tree looks like a GPU job's. It sits beside the data
+    path, not in it: the main thread still waits inside torch's DataLoader.
+    """
+
+    def __init__(self) -> None:
+        import queue
+
+        self.q: queue.Queue = queue.Queue(maxsize=4)
+        self.thread = threading.Thread(target=self._run, name="pt_data_pin", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import torch.multiprocessing as tmp
+
+        tmp._set_thread_name("pt_data_pin")
+        while True:
+            batch = self.q.get()
+            if batch is None:
+                return
+            for t in batch:
+                t.clone()
+
+    def offer(self, batch) -> None:
+        try:
+            self.q.put_nowait(batch)
+        except Exception:
+            pass  # full: the stand-in never slows the trainer
+
+    def close(self) -> None:
+        try:
+            self.q.put_nowait(None)
+        except Exception:
+            pass
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sattui.demo.trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,7 +124,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=None, help="override num_workers")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None)
-    p.add_argument("--pin-memory", action="store_true", help="pin_memory=True (starts pt_data_pin)")
+    p.add_argument("--pin-memory", action="store_true",
+                   help="pin_memory=True (torch starts pt_data_pin; without an accelerator a CPU stand-in "
+                        "thread of that name runs instead, see CpuPinStage)")
     p.add_argument("--persistent-workers", action="store_true")
     p.add_argument("--epoch-items", type=int, default=4096, help="dataset length (one epoch)")
     p.add_argument("--extra-threads", type=int, default=0, help="extra idle threads")
@@ -101,13 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     dim = 128
     ds = SyntheticDataset(args.epoch_items, dim, busy_ms, sleep_ms)
+    has_accel = torch.accelerator.is_available()
     loader_kw: dict = dict(batch_size=args.batch, shuffle=True, num_workers=workers,
-                           pin_memory=args.pin_memory)
+                           pin_memory=args.pin_memory and has_accel)
     if workers > 0:
         loader_kw["persistent_workers"] = args.persistent_workers
         if args.start_method:
             loader_kw["multiprocessing_context"] = args.start_method
     loader = DataLoader(ds, **loader_kw)
+    pin_stage = None
+    if args.pin_memory and workers > 0 and not has_accel:
+        pin_stage = CpuPinStage()
     model = make_model(dim, width, depth)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
@@ -133,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 t1 = time.perf_counter()
                 wait_s += t1 - t0
+                if pin_stage is not None:
+                    pin_stage.offer((x, y))
                 opt.zero_grad()
                 loss = loss_fn(model(x), y)
                 loss.backward()
@@ -147,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
     finally:
         stop.set()
+        if pin_stage is not None:
+            pin_stage.close()
         elapsed = time.perf_counter() - t_start
         if truth is not None:
             truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s, "elapsed_s": elapsed,
