@@ -1,0 +1,1 @@
+"""Vendor backends: one module per vendor, registered in base.REGISTRY."""
