@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from sattui import __version__
 from sattui.errors import SattuiError
+from sattui.vendors.base import BACKEND_NAMES
 
 PROG = "sattui"
 
@@ -38,6 +39,13 @@ def _pid(text: str) -> int:
     return v
 
 
+def _backend_name(text: str) -> str:
+    if text not in BACKEND_NAMES or text == "sim":
+        raise argparse.ArgumentTypeError(
+            f"unknown backend {text!r}; one of: {', '.join(n for n in BACKEND_NAMES if n != 'sim')}")
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as argparse does, minus the usage block
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -49,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    rec = sub.add_parser("record", help="record a trainer headless to a JSONL file",
-                         description="Record a running trainer (--pid) or one started here (-- CMD ...). "
+    rec = sub.add_parser("record", help="record a trainer and the cards headless to a JSONL file",
+                         description="Record a running trainer (--pid), one started here (-- CMD ...), "
+                                     "or the cards only (neither). "
                                      "Ends on --duration, on the trainer's exit, or on Ctrl-C/SIGTERM, "
                                      "always leaving a readable file.")
     rec.add_argument("--pid", type=_pid, help="the trainer's process id")
@@ -61,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--rate", type=_positive_float, default=None, metavar="HZ",
                      help="py-spy sampling rate (default: see docs/sampling.md)")
     rec.add_argument("--no-stacks", action="store_true", help="do not run py-spy (processes only)")
+    rec.add_argument("--backend", default="auto", metavar="NAME", type=_backend_name,
+                     help=f"card backend: {', '.join(n for n in BACKEND_NAMES if n != 'sim')} (default auto)")
+    rec.add_argument("--card-interval", type=_positive_float, default=None, metavar="S",
+                     help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
 
     rep = sub.add_parser("report", help="summarise a recording", description="Summarise a recording.")
     rep.add_argument("file", metavar="FILE")
@@ -88,10 +101,14 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     from sattui.trainer.procs import resolve_pid
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
-    if (args.pid is None) == (not command):
-        raise SattuiError("record needs exactly one of --pid PID or -- CMD ...")
+    if args.pid is not None and command:
+        raise SattuiError("record takes --pid PID or -- CMD ..., not both")
+    if args.pid is None and not command and args.backend == "none":
+        raise SattuiError("nothing to record: give --pid PID, -- CMD ..., or a card --backend")
     opts = RecordOptions(out_path=args.output, duration_s=args.duration, interval_s=args.interval,
-                         rate_hz=args.rate or DEFAULT_RATE_HZ, stacks=not args.no_stacks)
+                         rate_hz=args.rate or DEFAULT_RATE_HZ, stacks=not args.no_stacks, backend=args.backend)
+    if args.card_interval:
+        opts.card_interval_s = args.card_interval
     _check_writable(args.output)
     child = None
     if command:
@@ -100,8 +117,10 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
         except OSError as e:
             raise SattuiError(f"cannot start {command[0]}: {e.strerror or e}") from None
         pid = child.pid
-    else:
+    elif args.pid is not None:
         pid = resolve_pid(args.pid)
+    else:
+        pid = None  # cards only
     rec = Recorder(pid, opts, child=child, log=_err)
 
     def on_signal(signum: int, _frame: object) -> None:

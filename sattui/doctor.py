@@ -76,6 +76,30 @@ def psutil_check() -> dict[str, Any]:
     return {"ok": True, "version": psutil.__version__, "io_counters": io}
 
 
+def backends_check(find_cards: bool = True) -> list[dict[str, Any]]:
+    """Every backend: available or not and why, its version, and the cards it finds."""
+    from sattui.vendors.base import REGISTRY, BackendError, probe_all
+
+    out = []
+    for p in probe_all():
+        entry: dict[str, Any] = {"name": p.name, "available": p.available, "why": p.reason,
+                                 "version": p.version, "path": p.path, "verified": p.verified, "cards": []}
+        if p.available and find_cards:
+            backend = REGISTRY[p.name]()
+            try:
+                entry["cards"] = [c.to_record() for c in backend.discover()]
+            except BackendError as e:
+                entry["available"] = False
+                entry["why"] = str(e)
+            except Exception as e:  # doctor reports a broken backend, it does not crash on one
+                entry["available"] = False
+                entry["why"] = f"internal error: {type(e).__name__}: {e}"
+            finally:
+                backend.close()
+        out.append(entry)
+    return out
+
+
 def run_doctor() -> dict[str, Any]:
     return {
         "format": "sattui.doctor/1",
@@ -84,6 +108,7 @@ def run_doctor() -> dict[str, Any]:
         "ptrace": ptrace_check(),
         "py_spy": py_spy_check(),
         "psutil": psutil_check(),
+        "backends": backends_check(),
     }
 
 
@@ -102,6 +127,19 @@ def format_text(d: dict[str, Any]) -> str:
         lines.append(f"{mark(False)} py-spy: {ps['why']}")
     lines.append(f"{mark(pu['ok'])} psutil {pu['version']} (per-process I/O counters: "
                  f"{'readable' if pu['io_counters'] else 'not readable'})")
+    lines += ["", "card backends (--backend auto tries them in this order)"]
+    for b in d.get("backends", []):
+        ver = f" {b['version']}" if b.get("version") else ""
+        if b["available"]:
+            n = len(b["cards"])
+            names = ", ".join(sorted({c.get("name") or "?" for c in b["cards"]}))
+            lines.append(f"{mark(True)} {b['name']:<10}{ver}: {n} card(s){': ' + names if n else ''}")
+        else:
+            lines.append(f"{mark(False)} {b['name']:<10}{ver}: {b['why']}")
+        if not b.get("verified", True):
+            lines.append("      unverified: parsed from no real output of this tool; please report what it prints")
+    if d.get("backends") and not any(b["available"] and b["cards"] for b in d["backends"]):
+        lines.append("no accelerator found: sattui records the trainer only")
     return "\n".join(lines)
 
 

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
-from sattui.model import Event, StackChunk
+from sattui.model import CardSample, Event, StackChunk
 from sattui.record import RecordingWriter, make_header, stacks_to_record
 from sattui.timeline import Clock
 from sattui.trainer.procs import ProcessTree
@@ -41,7 +42,8 @@ class RecordOptions:
     interval_s: float = DEFAULT_INTERVAL_S
     rate_hz: float = DEFAULT_RATE_HZ
     stacks: bool = True
-    backend: str | None = None
+    backend: str = "auto"
+    card_interval_s: float = DEFAULT_CARD_INTERVAL_S
 
 
 @dataclass
@@ -54,13 +56,14 @@ class RecordResult:
 
 
 class Recorder:
-    """Records one trainer (``pid``) until the duration ends, it exits, or a signal comes.
+    """Records one trainer (``pid``) and the cards until the duration ends, the trainer
+    exits, or a signal comes. With ``pid=None`` it records cards only.
 
     ``child`` is the Popen of a trainer sattui started itself (``record -- CMD``): its
     exit code is recorded, and it is stopped if the recording ends first.
     """
 
-    def __init__(self, pid: int, opts: RecordOptions, child: subprocess.Popen[bytes] | None = None,
+    def __init__(self, pid: int | None, opts: RecordOptions, child: subprocess.Popen[bytes] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.pid = pid
         self.opts = opts
@@ -71,6 +74,7 @@ class Recorder:
         self._ended_by = "duration"
         self._chunks: queue.Queue[StackChunk] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
+        self._card_samples: queue.Queue[list[CardSample]] = queue.Queue()
         self._samplers: dict[int, StackSampler] = {}
 
     def request_stop(self, why: str = "signal") -> None:
@@ -97,6 +101,11 @@ class Recorder:
                 self.log(ev.message)
         while True:
             try:
+                out.extend(c.to_record() for c in self._card_samples.get_nowait())
+            except queue.Empty:
+                break
+        while True:
+            try:
                 chunk = self._chunks.get_nowait()
             except queue.Empty:
                 break
@@ -107,33 +116,49 @@ class Recorder:
             writer.write_many(out)
 
     def run(self) -> RecordResult:
-        tree = ProcessTree(self.pid, self.clock)
-        info = tree.info()
-        header = make_header(pid=self.pid, cmdline=info.get("cmdline"), backend=self.opts.backend,
+        from sattui.vendors.base import open_backend
+
+        tree = ProcessTree(self.pid, self.clock) if self.pid is not None else None
+        info = tree.info() if tree is not None else {}
+        backend, cards, skipped = open_backend(self.opts.backend, self.clock)
+        if tree is None and backend is None:
+            why = "; ".join(skipped) if skipped else "no backend chosen"
+            raise SattuiError(f"no accelerator found to record ({why})")
+        header = make_header(pid=self.pid, cmdline=info.get("cmdline"), backend=backend.name if backend else None,
+                             cards=[c.to_record() for c in cards],
                              env=info.get("env") or {}, nspid=info.get("nspid"),
                              launcher=info.get("launcher"), interval_s=self.opts.interval_s,
-                             stack_rate_hz=self.opts.rate_hz if self.opts.stacks else None)
-        writer = RecordingWriter(self.opts.out_path, header)
+                             stack_rate_hz=self.opts.rate_hz if self.opts.stacks and tree else None)
+        try:
+            writer = RecordingWriter(self.opts.out_path, header)
+        except BaseException:
+            if backend is not None:
+                backend.close()
+            raise
+        if backend is None and skipped:
+            writer.write(Event(self.clock(), "no_accelerator", "no accelerator found: " + "; ".join(skipped),
+                               {"skipped": skipped}).to_record())
+        poller = None
+        if backend is not None:
+            poller = CardPoller(backend, self.clock, self._card_samples.put, self._events.put,
+                                interval_s=self.opts.card_interval_s)
+            poller.start()
         exit_code: int | None = None
         try:
-            if info.get("launcher"):
-                # A torchrun launcher only waits on its ranks: sample the ranks instead.
-                for rpid in tree.rank_pids().values():
-                    self._start_sampler(rpid)
-            else:
-                self._start_sampler(self.pid)
+            if tree is not None:
+                self._start_samplers(tree, info)
             next_tick = time.monotonic()
             deadline = None if self.opts.duration_s is None else next_tick + self.opts.duration_s
             while not self._stop.is_set():
-                procs, events = tree.sample()
-                recs = [p.to_record() for p in procs] + [e.to_record() for e in events]
-                if recs:
-                    writer.write_many(recs)
-                if info.get("launcher"):
-                    for rpid in tree.rank_pids().values():
-                        self._start_sampler(rpid)
+                if tree is not None:
+                    procs, events = tree.sample()
+                    recs = [p.to_record() for p in procs] + [e.to_record() for e in events]
+                    if recs:
+                        writer.write_many(recs)
+                    self._start_samplers(tree, info)
                 self._drain(writer)
-                if not tree.main_alive() or (self.child is not None and self.child.poll() is not None):
+                if tree is not None and (not tree.main_alive()
+                                         or (self.child is not None and self.child.poll() is not None)):
                     self._ended_by = "trainer_exited"
                     exit_code = self._child_exit_code()
                     msg = "trainer exited" + (f" with code {exit_code}" if exit_code is not None else "")
@@ -156,6 +181,10 @@ class Recorder:
         finally:
             for s in self._samplers.values():
                 s.stop()
+            if poller is not None:
+                poller.stop()
+            if backend is not None:
+                backend.close()
             try:
                 self._drain(writer)
                 writer.write(Event(self.clock(), "recording_ended", f"recording ended: {self._ended_by}",
@@ -166,6 +195,14 @@ class Recorder:
                 exit_code = self._stop_child()
         return RecordResult(duration_s=self.clock(), records=writer.records_written,
                             trainer_exit_code=exit_code, ended_by=self._ended_by)
+
+    def _start_samplers(self, tree: ProcessTree, info: dict[str, Any]) -> None:
+        if info.get("launcher"):
+            # A torchrun launcher only waits on its ranks: sample the ranks instead.
+            for rpid in tree.rank_pids().values():
+                self._start_sampler(rpid)
+        elif self.pid is not None:
+            self._start_sampler(self.pid)
 
     def _child_exit_code(self) -> int | None:
         if self.child is None:

@@ -43,8 +43,14 @@ def test_output_not_writable(tmp_path):
 
 
 def test_record_needs_a_target(tmp_path):
-    line = _one_line_error(run_sattui("record", "-o", str(tmp_path / "f.jsonl")))
+    line = _one_line_error(run_sattui("record", "-o", str(tmp_path / "f.jsonl"), "--backend", "none"))
     assert "--pid" in line
+    # auto with no accelerator here and no trainer: nothing to record, said why.
+    line = _one_line_error(run_sattui("record", "-o", str(tmp_path / "f.jsonl"), "--backend", "auto",
+                                      "--duration", "1"))
+    assert "no accelerator found" in line
+    line = _one_line_error(run_sattui("record", "-o", str(tmp_path / "f.jsonl"), "--backend", "bogus"))
+    assert "unknown backend 'bogus'" in line
 
 
 def test_report_of_a_foreign_file(tmp_path):
