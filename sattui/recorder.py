@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
 from sattui.model import CardSample, Event, StackChunk
@@ -152,7 +154,9 @@ class Recorder:
             while not self._stop.is_set():
                 if tree is not None:
                     procs, events = tree.sample()
-                    recs = [p.to_record() for p in procs] + [e.to_record() for e in events]
+                    # The recorder writes trainer_exited itself, with the exit code when it has one.
+                    recs = [p.to_record() for p in procs] + [e.to_record() for e in events
+                                                             if e.type != "trainer_exited"]
                     if recs:
                         writer.write_many(recs)
                     self._start_samplers(tree, info)
@@ -218,12 +222,25 @@ class Recorder:
         assert child is not None
         if child.poll() is not None:
             return child.returncode
-        for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            try:
-                child.send_signal(sig)
-                return child.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-            except ProcessLookupError:
-                return child.poll()
-        raise SattuiError(f"could not stop the trainer (pid {child.pid})")
+        try:
+            family = psutil.Process(child.pid).children(recursive=True)
+        except psutil.Error:
+            family = []
+        try:
+            for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                try:
+                    child.send_signal(sig)
+                    return child.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    continue
+                except ProcessLookupError:
+                    return child.poll()
+            raise SattuiError(f"could not stop the trainer (pid {child.pid})")
+        finally:
+            # Workers killed mid-start (or a forkserver) can outlive a trainer: sattui started
+            # this job, so it leaves none of it behind. psutil checks pid reuse for us.
+            for p in family:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass

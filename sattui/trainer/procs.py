@@ -1,0 +1,680 @@
+"""The trainer's process tree over time: who is who, and what each one costs.
+
+Linux only: everything comes from ``/proc``. One ``ProcessTree`` per watched trainer;
+``sample()`` is meant to run about once a second on a sampling thread.
+
+Roles (``ProcSample.role``), decided in this order for every process found:
+
+``main``     the pid sattui was given, unless that is a launcher (below).
+``worker``   comm ``pt_data_worker`` (torch >= 2.2 renames DataLoader workers). Before the
+             rename, and for older torch: a child of ``main``/``rank`` whose cmdline
+             equals its parent's (fork, and the children of a forkserver server, which
+             are forks of it), or whose cmdline carries the spawn markers
+             (``multiprocessing.spawn`` / ``--multiprocessing-fork``). Spawned workers
+             import torch for several seconds before they rename.
+``rank``     a process whose start-up environ has ``RANK`` while its parent's has none
+             (or a different one): torchrun / elastic / deepspeed style ranks, the
+             launcher's children. ``rank`` = int(RANK). Also a spawn-marked child that
+             turns out to own DataLoader workers (``torch.multiprocessing.spawn`` DDP):
+             that one's rank is int(RANK) if its environ has it, else None.
+``compile``  cmdline mentions ``torch/_inductor/compile_worker`` (and its children).
+``pin``      not a process: the pin-memory THREAD (``/proc/PID/task/TID/comm`` ==
+             ``pt_data_pin``) of main/rank/other processes. Its sample has pid = TID,
+             ppid = the owning pid, rss/io None (shared with its process).
+``other``    everything else: a torchrun launcher given as the pid (comm ``pt_elastic``
+             or a torchrun / torch.distributed.run cmdline), the multiprocessing
+             resource_tracker and forkserver server, shells, anything the trainer runs.
+
+``ProcSample.rank`` of a non-rank process is the rank it belongs to (nearest ancestor
+that has one; ``main`` has one when its own environ says ``RANK``), so a worker of rank 1
+carries rank 1.
+
+Known limits:
+
+* A pid given from inside a container's PID namespace cannot be mapped to ours in
+  general; sattui must run in (or above) the trainer's namespace. ``nspid`` is shown
+  for display and for matching NVML's host pids.
+* An ``mp.spawn`` rank without DataLoader workers looks exactly like a spawned worker
+  that has not renamed yet, and stays ``worker``.
+* Environment is the one a process started with (``/proc/PID/environ``).
+
+Why ``/proc`` is parsed here instead of through psutil getters: one read of
+``/proc/PID/stat`` gives identity (start time), comm, state, ppid, CPU ticks, thread
+count and RSS at once, and the same parser reads the pin thread's
+``/proc/PID/task/TID/stat``. psutil only checks the pid at start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from sattui.errors import TargetError
+from sattui.model import Event, ProcSample
+from sattui.trainer.env import read_allowed_env
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+WORKER_COMM = "pt_data_worker"
+PIN_COMM = "pt_data_pin"
+LAUNCHER_COMM = "pt_elastic"
+
+_SPAWN_MARKERS = ("multiprocessing.spawn", "--multiprocessing-fork")
+_FORKSERVER_MARKER = "multiprocessing.forkserver"
+_INFRA_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
+                  _FORKSERVER_MARKER)
+_COMPILE_MARKERS = ("_inductor/compile_worker", "_inductor.compile_worker")
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+# Errors that mean "this process (or thread) went away or hides from us while we
+# looked". Anything of these is a skip, never an exception out of sample().
+_GONE = (OSError, ValueError, IndexError, psutil.Error)
+
+
+
+# --------------------------------------------------------------------------- /proc bits
+
+
+@dataclass(slots=True)
+class _Stat:
+    comm: str
+    state: str
+    ppid: int
+    ticks: int  # utime + stime, in clock ticks
+    threads: int
+    start: int  # start time in clock ticks since boot: (pid, start) is the identity
+    rss: int  # bytes
+
+
+def _parse_stat(text: str) -> _Stat:
+    # comm may contain spaces and ')' itself, so split around the LAST ')'.
+    lp, rp = text.index("("), text.rindex(")")
+    rest = text[rp + 2 :].split()
+    return _Stat(comm=text[lp + 1 : rp], state=rest[0], ppid=int(rest[1]),
+                 ticks=int(rest[11]) + int(rest[12]), threads=int(rest[17]),
+                 start=int(rest[19]), rss=int(rest[21]) * _PAGE)
+
+
+def _read_stat(path: str) -> _Stat:
+    with open(path, "rb") as f:
+        return _parse_stat(f.read().decode("utf-8", "replace"))
+
+
+def _read_io(pid: int) -> tuple[int, int] | None:
+    # Needs ptrace-read access (same user or root); None means "unknown", not 0.
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    vals: dict[str, int] = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k in ("read_bytes", "write_bytes"):
+            vals[k] = int(v)
+    if len(vals) != 2:
+        return None
+    return vals["read_bytes"], vals["write_bytes"]
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _read_cmdline(pid: int) -> tuple[bytes, list[str]] | None:
+    """Raw and split ``/proc/PID/cmdline``; None if unreadable.
+
+    Split like psutil does: NUL-separated, or space-separated when a process rewrote
+    its argv as one string (setproctitle).
+    """
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    text = raw.decode("utf-8", "replace")
+    if not text:
+        return raw, []
+    if text.endswith("\0"):
+        text = text[:-1]
+    parts = text.split("\0")
+    if len(parts) == 1 and " " in parts[0] and not raw.endswith(b"\0"):
+        parts = parts[0].split(" ")
+    return raw, parts
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return []
+
+
+def nspid_of(pid: int, tid: int | None = None) -> list[int] | None:
+    """The ``NSpid`` line of ``/proc/PID/status``: our pid first, innermost namespace last.
+
+    None if the process is gone, unreadable, or the kernel predates NSpid (< 4.1).
+    """
+    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
+    text = _read_text(path)
+    if text is None:
+        return None
+    for line in text.splitlines():
+        if line.startswith("NSpid:"):
+            try:
+                return [int(x) for x in line.split()[1:]]
+            except ValueError:
+                return None
+    return None
+
+
+def _inner_nspid(ns: list[int] | None, pid: int) -> int | None:
+    return ns[-1] if ns and ns[-1] != pid else None
+
+
+def resolve_pid(pid: int) -> int:
+    """Check that ``pid`` names a live process in OUR pid namespace and return it.
+
+    A thread id is resolved to its process (``/proc/TID`` exists for threads too). A pid
+    seen inside a container is another namespace's number and cannot be mapped back in
+    general; run sattui in the trainer's namespace (or above it) and pass our pid.
+    Raises ``TargetError("no such process: PID")`` otherwise (zombies included: they
+    have exited).
+    """
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        raise TargetError(f"no such process: {pid}") from None
+    if pid <= 0:
+        raise TargetError(f"no such process: {pid}")
+    try:
+        st = _read_stat(f"/proc/{pid}/stat")
+    except PermissionError:
+        raise TargetError(f"cannot read process {pid}: permission denied") from None
+    except _GONE:
+        raise TargetError(f"no such process: {pid}") from None
+    if st.state in ("Z", "X"):
+        raise TargetError(f"no such process: {pid}")
+    text = _read_text(f"/proc/{pid}/status") or ""
+    for line in text.splitlines():
+        if line.startswith("Tgid:"):
+            try:
+                tgid = int(line.split()[1])
+            except (IndexError, ValueError):
+                break
+            return tgid
+    return pid
+
+
+# --------------------------------------------------------------------------- roles
+
+
+def _joined(cmdline: Iterable[str]) -> str:
+    return " ".join(cmdline)
+
+
+def is_launcher(comm: str, cmdline: list[str]) -> bool:
+    """A torchrun / torch.distributed.run launcher (the elastic agent)."""
+    if comm == LAUNCHER_COMM:  # torch.distributed.run.run() names its thread so
+        return True
+    if not cmdline:
+        return False
+    if os.path.basename(cmdline[0]) == "torchrun":
+        return True
+    # python [flags] (torchrun-script | -m module): only the script or module counts,
+    # not an argument that happens to say "torchrun"
+    args = iter(cmdline[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, "") in _LAUNCHER_MODULES
+        if arg == "-c":
+            return False
+        if arg in ("-X", "-W", "-Q"):
+            next(args, None)  # these flags take a value
+            continue
+        if arg.startswith("-"):
+            continue
+        return os.path.basename(arg) == "torchrun"
+    return False
+
+
+def rank_from_env(env: dict[str, str] | None) -> int | None:
+    if not env or "RANK" not in env:
+        return None
+    try:
+        return int(env["RANK"])
+    except ValueError:
+        return None
+
+
+def role_of(
+    comm: str,
+    cmdline: list[str],
+    *,
+    is_main: bool,
+    parent_role: str | None,
+    parent_cmdline: list[str] | None,
+    env_rank: str | None = None,
+    parent_env_rank: str | None = None,
+) -> tuple[str, bool]:
+    """Role of one process from what ``/proc`` says about it and its parent.
+
+    Returns ``(role, fallback)``: ``fallback`` is True when ``worker`` was guessed from
+    the cmdline only (not yet renamed), which ``ProcessTree`` may later upgrade to
+    ``rank`` if that process turns out to own DataLoader workers (mp.spawn DDP).
+    ``env_rank`` / ``parent_env_rank`` are the raw ``RANK`` values (None if unset).
+    """
+    if is_main:
+        return ("other" if is_launcher(comm, cmdline) else "main"), False
+    if comm == WORKER_COMM:
+        return "worker", False
+    text = _joined(cmdline)
+    if parent_role == "compile" or any(m in text for m in _COMPILE_MARKERS):
+        return "compile", False
+    if env_rank is not None and env_rank != parent_env_rank:
+        return "rank", False
+    if is_launcher(comm, cmdline):
+        return "other", False
+    parent_text = _joined(parent_cmdline) if parent_cmdline is not None else None
+    trainer_parent = parent_role in ("main", "rank")
+    forkserver_parent = parent_text is not None and _FORKSERVER_MARKER in parent_text
+    if parent_text is not None and text == parent_text and (trainer_parent or forkserver_parent):
+        # fork: the child shares its parent's cmdline until exec (and workers never exec)
+        return "worker", True
+    if any(m in text for m in _INFRA_MARKERS):
+        return "other", False
+    if trainer_parent and any(m in text for m in _SPAWN_MARKERS):
+        return "worker", True
+    return "other", False
+
+
+def is_python(comm: str, cmdline: list[str], exe: str | None = None) -> bool:
+    """A guess: py-spy can only read Python processes."""
+    names = [comm, os.path.basename(cmdline[0]) if cmdline else "", os.path.basename(exe or "")]
+    if comm in (WORKER_COMM, LAUNCHER_COMM, PIN_COMM):
+        return True
+    return any(n.startswith("python") or n.startswith("pypy") for n in names if n)
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+@dataclass(slots=True)
+class _Member:
+    """What we remember about one process (or pin thread) between samples."""
+
+    pid: int
+    start: int
+    cmdline: list[str]
+    env_rank: str | None  # raw RANK from the start-up environ (None: unset/unreadable)
+    nspid: int | None
+    role: str = "other"
+    rank: int | None = None
+    name: str = ""
+    ppid: int | None = None
+    fallback: bool = False  # worker guessed from cmdline only
+    trainer: bool = False  # sticky: seen owning DataLoader workers
+    ticks: int | None = None
+    io: tuple[int, int] | None = None
+    mono: float | None = None
+    zombie: bool = False
+    owner: int | None = None  # pin threads: the owning pid
+    children: list[int] = field(default_factory=list)
+    cmdline_raw: bytes | None = None
+
+
+class ProcessTree:
+    """The process tree under one pid, re-walked on every ``sample()``."""
+
+    def __init__(self, pid: int, clock: Callable[[], float]) -> None:
+        pid = resolve_pid(pid)
+        try:
+            psutil.Process(pid).cmdline()
+        except psutil.AccessDenied:
+            raise TargetError(f"cannot read process {pid}: permission denied") from None
+        except psutil.Error:
+            raise TargetError(f"no such process: {pid}") from None
+        self.pid = pid
+        self._settle()
+        self._clock = clock
+        self._members: dict[int, _Member] = {}  # process pid -> member
+        self._pins: dict[tuple[int, int], _Member] = {}  # (owner pid, tid) -> pin thread
+        self._first = True
+        self._main_gone = False
+        self._children_file = os.path.exists(f"/proc/{pid}/task/{pid}/children")
+
+    def _settle(self, timeout: float = 0.5) -> None:
+        """Wait (briefly) until a just-started process shows its cmdline and environ.
+
+        Right after ``subprocess.Popen`` returns (``sattui -- CMD``), the child is
+        still inside exec: measured, its ``/proc/PID/cmdline`` and ``environ`` read
+        empty for about a millisecond, and ``info()`` would record an empty cmdline.
+        """
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = _read_cmdline(self.pid)
+            if got is None or got[1]:
+                return
+            time.sleep(0.005)
+
+    # ------------------------------------------------------------------ public
+
+    def main_alive(self) -> bool:
+        if self._main_gone:
+            return False
+        try:
+            st = _read_stat(f"/proc/{self.pid}/stat")
+        except _GONE:
+            return False
+        m = self._members.get(self.pid)
+        if st.state in ("Z", "X") or (m is not None and m.start != st.start):
+            return False
+        return True
+
+    def info(self) -> dict[str, Any]:
+        # read afresh, not cached: a process may exec again (a shell wrapper, pyenv's
+        # torchrun shim) and the first read may have raced the child's exec
+        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
+        got = _read_cmdline(self.pid)
+        cmdline = got[1] if got else []
+        try:
+            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
+        except OSError:
+            exe = None
+        env = read_allowed_env(self.pid)
+        return {
+            "pid": self.pid,
+            "cmdline": cmdline,
+            "env": env if env is not None else {},
+            "env_readable": env is not None,  # {} above can mean "not allowed to read"
+            "nspid": nspid_of(self.pid),
+            "python": is_python(comm, cmdline, exe),
+            "launcher": "torchrun" if is_launcher(comm, cmdline) else None,
+        }
+
+    def rank_pids(self) -> dict[int, int]:
+        out: dict[int, tuple[int, int]] = {}
+        for m in self._members.values():
+            if m.role == "rank" and m.rank is not None and not m.zombie:
+                # two processes with one rank (elastic restart overlap): the newer wins
+                if m.rank not in out or out[m.rank][1] < m.start:
+                    out[m.rank] = (m.pid, m.start)
+        return {r: p for r, (p, _s) in sorted(out.items())}
+
+    def sample(self) -> tuple[list[ProcSample], list[Event]]:
+        t = self._clock()
+        mono = time.monotonic()
+        events: list[Event] = []
+        first, self._first = self._first, False
+
+        stats = self._walk()
+        seen: set[int] = set()
+        samples: list[ProcSample] = []
+
+        # classify parents before children: walk order is breadth-first from the roots
+        for pid, st in stats.items():
+            try:
+                self._visit(pid, st, t, mono, first, seen, samples, events)
+            except _GONE:
+                continue  # vanished or hid while we read it: it simply isn't in this tick
+
+        # upgrade spawn-guessed "workers" that own workers: they are mp.spawn trainers
+        for pid in seen:
+            m = self._members[pid]
+            if m.fallback and any(self._members.get(c) is not None
+                                  and self._members[c].role == "worker"
+                                  and self._members[c].name == WORKER_COMM for c in m.children):
+                m.trainer = True
+
+        for pid in [p for p in self._members if p not in stats]:
+            self._forget(pid, t, events, first)
+        if not self._main_gone and self.pid not in seen and self.pid not in stats:
+            self._trainer_exited(t, events)
+
+        samples.extend(self._sample_pins(seen, t, mono, events, first))
+        return samples, events
+
+    def _visit(self, pid: int, st: _Stat, t: float, mono: float, first: bool, seen: set[int],
+               samples: list[ProcSample], events: list[Event]) -> None:
+        m = self._members.get(pid)
+        if m is not None and m.start != st.start:
+            self._forget(pid, t, events, first)  # pid reused by a stranger
+            m = None
+        if st.state in ("Z", "X"):
+            # exited but not yet reaped by its parent: it is gone for us; say so once
+            if m is not None and not m.zombie:
+                m.zombie = True
+                self._exit_event(m, t, events, first)
+            if pid == self.pid:
+                self._trainer_exited(t, events)
+            return
+        new = m is None
+        if m is None:
+            m = self._meet(pid, st)
+            if m is None:
+                return
+            self._members[pid] = m
+        else:
+            self._refresh(m)
+        self._classify(m, st)
+        seen.add(pid)
+        samples.append(self._proc_sample(m, st, t, mono))
+        if new and not first:
+            events.append(Event(t, "proc_started", f"{m.role} {pid} started ({m.name})",
+                                {"pid": pid, "role": m.role}))
+
+    # ------------------------------------------------------------------ walking
+
+    def _walk(self) -> dict[int, _Stat]:
+        """Stat of every tree member, breadth-first from the roots.
+
+        Roots are the main pid and every member we already know: a process whose
+        parent died (orphaned worker, or everything once the trainer is gone) stays in
+        the tree as long as it lives. Identity is (pid, start time), so a reused pid
+        never brings a stranger or its children in.
+        """
+        roots = [self.pid] + [p for p in self._members if p != self.pid]
+        out: dict[int, _Stat] = {}
+        queue: list[int] = []
+        for pid in roots:
+            if pid in out:
+                continue
+            try:
+                st = _read_stat(f"/proc/{pid}/stat")
+            except _GONE:
+                continue
+            m = self._members.get(pid)
+            if m is not None and m.start != st.start:
+                continue  # reused pid: not ours; it gets forgotten
+            if pid == self.pid and self._main_gone:
+                continue
+            out[pid] = st
+            queue.append(pid)
+        by_parent = None if self._children_file else self._ppid_map()
+        i = 0
+        while i < len(queue):
+            pid = queue[i]
+            i += 1
+            kids = self._kids(pid) if by_parent is None else by_parent.get(pid, [])
+            m = self._members.get(pid)
+            if m is not None:
+                m.children = kids
+            for c in kids:
+                if c in out:
+                    continue
+                try:
+                    st = _read_stat(f"/proc/{c}/stat")
+                except _GONE:
+                    continue
+                out[c] = st
+                queue.append(c)
+        return out
+
+    def _kids(self, pid: int) -> list[int]:
+        # /proc/PID/task/TID/children lists the children each THREAD forked; reading
+        # only the tree's own processes is far cheaper than scanning all of /proc.
+        # It can miss a child forked while we read; known members are roots anyway,
+        # and a new child shows up on the next tick.
+        kids: list[int] = []
+        for tid in _tids(pid):
+            text = _read_text(f"/proc/{pid}/task/{tid}/children")
+            if text:
+                kids.extend(int(x) for x in text.split())
+        return kids
+
+    @staticmethod
+    def _ppid_map() -> dict[int, list[int]]:
+        # Fallback without CONFIG_PROC_CHILDREN: one pass over all of /proc.
+        out: dict[int, list[int]] = {}
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return out
+        for name in names:
+            if not name.isdigit():
+                continue
+            try:
+                ppid = _read_stat(f"/proc/{name}/stat").ppid
+            except _GONE:
+                continue
+            out.setdefault(ppid, []).append(int(name))
+        return out
+
+    # ------------------------------------------------------------------ members
+
+    def _meet(self, pid: int, st: _Stat) -> _Member | None:
+        """First sight of a process: the facts that never change after exec."""
+        m = _Member(pid=pid, start=st.start, cmdline=[], env_rank=None,
+                    nspid=_inner_nspid(nspid_of(pid), pid), name=st.comm)
+        self._refresh(m)
+        return m
+
+    @staticmethod
+    def _refresh(m: _Member) -> None:
+        """Re-read cmdline (one small read) and, if it changed, the RANK of the environ.
+
+        A child caught between fork and exec still shows its parent's cmdline and
+        environment (a torchrun rank without its RANK); the exec changes the cmdline,
+        so comparing it every tick catches that without re-reading every environ.
+        """
+        got = _read_cmdline(m.pid)
+        if got is None or got[0] == m.cmdline_raw:
+            return
+        m.cmdline_raw, m.cmdline = got
+        env = read_allowed_env(m.pid)
+        m.env_rank = env.get("RANK") if env else None
+
+    def _classify(self, m: _Member, st: _Stat) -> None:
+        m.name = st.comm
+        m.ppid = st.ppid
+        parent = self._members.get(st.ppid)
+        if parent is not None and (parent.zombie or parent.owner is not None):
+            parent = None
+        if parent is None and m.pid != self.pid and m.ticks is not None:
+            return  # orphan (or parent left the tree): keep what we knew
+        role, fallback = role_of(
+            st.comm, m.cmdline, is_main=m.pid == self.pid,
+            parent_role=parent.role if parent else None,
+            parent_cmdline=parent.cmdline if parent else None,
+            env_rank=m.env_rank, parent_env_rank=parent.env_rank if parent else None,
+        )
+        if fallback and m.trainer:
+            role, fallback = "rank", False
+        m.role, m.fallback = role, fallback
+        if role == "rank" or m.pid == self.pid:
+            m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
+        else:
+            m.rank = parent.rank if parent else None
+
+    def _proc_sample(self, m: _Member, st: _Stat, t: float, mono: float) -> ProcSample:
+        cpu = None
+        if m.ticks is not None and m.mono is not None and mono > m.mono:
+            cpu = max(0, st.ticks - m.ticks) / _CLK_TCK / (mono - m.mono)
+        io = _read_io(m.pid)
+        rd = wr = None
+        if io is not None and m.io is not None and m.mono is not None and mono > m.mono:
+            rd = max(0, io[0] - m.io[0]) / (mono - m.mono)
+            wr = max(0, io[1] - m.io[1]) / (mono - m.mono)
+        m.ticks, m.io, m.mono = st.ticks, io, mono
+        return ProcSample(t=t, pid=m.pid, ppid=st.ppid, role=m.role, rank=m.rank, name=st.comm,
+                          cpu=cpu, state=st.state, rss=st.rss, read_Bps=rd, write_Bps=wr,
+                          nspid=m.nspid, threads=st.threads)
+
+    def _sample_pins(self, seen: set[int], t: float, mono: float,
+                     events: list[Event], first: bool) -> list[ProcSample]:
+        """Pin-memory threads of the processes that can iterate a DataLoader."""
+        out: list[ProcSample] = []
+        alive: set[tuple[int, int]] = set()
+        for pid in seen:
+            owner = self._members[pid]
+            if owner.role in ("worker", "compile"):
+                continue  # workers never run a pin thread; spares N comm reads each
+            for tid in _tids(pid):
+                if tid == pid:
+                    continue  # the main thread keeps the process's name
+                comm = _read_text(f"/proc/{pid}/task/{tid}/comm")
+                if comm is None or comm.strip() != PIN_COMM:
+                    continue
+                try:
+                    st = _read_stat(f"/proc/{pid}/task/{tid}/stat")
+                except _GONE:
+                    continue
+                key = (pid, tid)
+                p = self._pins.get(key)
+                if p is not None and p.start != st.start:
+                    self._exit_event(p, t, events, first)
+                    p = None
+                new = p is None
+                if p is None:
+                    p = _Member(pid=tid, start=st.start, cmdline=[], env_rank=None,
+                                nspid=_inner_nspid(nspid_of(pid, tid), tid) if owner.nspid else None,
+                                role="pin", name=PIN_COMM, owner=pid)
+                    self._pins[key] = p
+                p.rank = owner.rank
+                cpu = None
+                if p.ticks is not None and p.mono is not None and mono > p.mono:
+                    cpu = max(0, st.ticks - p.ticks) / _CLK_TCK / (mono - p.mono)
+                p.ticks, p.mono = st.ticks, mono
+                alive.add(key)
+                out.append(ProcSample(t=t, pid=tid, ppid=pid, role="pin", rank=owner.rank,
+                                      name=PIN_COMM, cpu=cpu, state=st.state, rss=None,
+                                      read_Bps=None, write_Bps=None, nspid=p.nspid,
+                                      threads=None))
+                if new and not first:
+                    events.append(Event(t, "proc_started", f"pin {tid} started ({PIN_COMM})",
+                                        {"pid": tid, "role": "pin"}))
+        for key in [k for k in self._pins if k not in alive]:
+            self._exit_event(self._pins.pop(key), t, events, first)
+        return out
+
+    # ------------------------------------------------------------------ events
+
+    def _exit_event(self, m: _Member, t: float, events: list[Event], first: bool) -> None:
+        if not first and m.pid != self.pid:
+            events.append(Event(t, "proc_exited", f"{m.role} {m.pid} exited",
+                                {"pid": m.pid, "role": m.role}))
+
+    def _forget(self, pid: int, t: float, events: list[Event], first: bool) -> None:
+        m = self._members.pop(pid, None)
+        if m is None:
+            return
+        if not m.zombie:
+            self._exit_event(m, t, events, first)
+            if pid == self.pid:
+                self._trainer_exited(t, events)
+
+    def _trainer_exited(self, t: float, events: list[Event]) -> None:
+        if self._main_gone:
+            return
+        self._main_gone = True
+        events.append(Event(t, "trainer_exited", f"trainer {self.pid} exited", {"pid": self.pid}))
