@@ -1,0 +1,1 @@
+"""Stand-ins for vendor libraries, injected through ``sys.modules`` in unit tests."""
