@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
@@ -208,6 +209,17 @@ def _tool_env() -> dict[str, str]:
     return env
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    try:
+        proc.communicate(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 @dataclass
 class ToolRun:
     argv: list[str]
@@ -223,16 +235,25 @@ def run_tool(argv: Sequence[str], timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, ok_
     tool = os.path.basename(argv[0])
     t0 = time.monotonic()
     try:
-        cp = subprocess.run(argv, capture_output=True, timeout=timeout_s, env=_tool_env(),
-                            stdin=subprocess.DEVNULL, check=False)
+        # Its own process group, so a timeout kills the tool and anything it started:
+        # a grandchild holding stdout open would otherwise block us past the timeout.
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=_tool_env(), start_new_session=True)
     except FileNotFoundError:
         raise BackendUnavailable(f"{tool} not found") from None
     except PermissionError:
         raise BackendUnavailable(f"{tool}: permission denied") from None
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"{tool} did not answer within {timeout_s:g} s") from None
     except OSError as e:
         raise ToolError(f"{tool} could not run: {e.strerror or e}") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise ToolError(f"{tool} did not answer within {timeout_s:g} s") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    cp = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     out = cp.stdout.decode("utf-8", errors="replace")
     err = cp.stderr.decode("utf-8", errors="replace")
     if cp.returncode not in ok_codes:

@@ -1,0 +1,194 @@
+"""Hygon DCUs through ``hy-smi`` (DTK ≥ 24, often /opt/hyhal/bin) or DTK's ``rocm-smi``.
+
+hy-smi is a fork of AMD's rocm-smi: its ``--json`` has the same ``cardN`` layout
+(with "DCU"/"HCU" where AMD says "GPU") and can carry stray text around the JSON; its
+no-argument "concise" view is a whitespace table::
+
+    DCU     Temp     AvgPwr     Perf     PwrCap     VRAM%      DCU%      Mode
+    0       49.0C    118.0W     auto     800.0W     0%         0%        Normal
+
+DCU% (HCU% on newer DTKs) is the utilisation. The concise view gives VRAM only as a
+percentage, so in that mode ``mem_used`` is unknown (``None``), not derived.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+
+from sattui.model import CardInfo, CardSample
+from sattui.vendors._parse import (
+    CardReading,
+    Presence,
+    Tool,
+    bad_dir_component,
+    expect_unit,
+    is_index,
+    layout_error,
+    one_line,
+    pct,
+    version_probe,
+)
+from sattui.vendors.base import (
+    DEFAULT_TOOL_TIMEOUT_S,
+    Backend,
+    BackendUnavailable,
+    ParseError,
+    Probe,
+    find_tool,
+    register,
+)
+from sattui.vendors.rocm import parse_rocm_smi_json
+
+HY_SMI_DIRS = ("/opt/hyhal/bin",)
+DTK_DIRS = ("/opt/dtk/bin", "/opt/hyhal/bin")
+HYGON_DIR_NAMES = ("dtk", "hyhal")
+
+JSON_SAMPLE_ARGS = ("--showuse", "--showmeminfo", "vram", "--showpower", "--showtemp", "--json")
+JSON_DISCOVER_ARGS = ("--showproductname", "--showbus", "--showmaxpower", *JSON_SAMPLE_ARGS)
+
+_UTIL_COLS = ("DCU%", "HCU%", "GPU%")
+_INDEX_COLS = ("DCU", "HCU", "GPU", "DEVICE")
+
+
+def parse_hy_smi_concise(text: str) -> dict[int, CardReading]:
+    """The concise table of ``hy-smi`` / DTK ``rocm-smi`` (no arguments) → readings.
+
+    Columns are found by their header names, so the older DTK layout (with SCLK, MCLK,
+    Fan and no Mode) reads as well as hy-smi's.
+    """
+    lines = text.splitlines()
+    header: list[str] | None = None
+    start = 0
+    for i, ln in enumerate(lines):
+        toks = ln.split()
+        if len(toks) >= 3 and toks[0].upper() in _INDEX_COLS and "Temp" in toks \
+                and any(t.upper() in _UTIL_COLS for t in toks):
+            header, start = toks, i + 1
+            break
+    if header is None:
+        raise layout_error("concise view: header 'DCU Temp … DCU%' not found")
+    cols = [h.upper() for h in header]
+    out: dict[int, CardReading] = {}
+    for ln in lines[start:]:
+        toks = ln.split()
+        if not toks:
+            continue
+        if toks[0].startswith("="):
+            if out:
+                break  # the closing rule; what follows ("End of SMI Log") is not ours
+            continue
+        if not is_index(toks[0]):
+            continue
+        if len(toks) != len(cols):
+            raise layout_error(f"concise view: row {one_line(ln.strip())} has {len(toks)} columns, "
+                               f"header has {len(cols)}")
+        row = dict(zip(cols, toks))
+        idx = int(toks[0])
+        w = f"DCU {idx}"
+        r = CardReading(index=idx)
+        if "TEMP" in row:
+            r.temp_c = expect_unit(row["TEMP"], ("C",), f"{w} Temp")
+        for pc in ("AVGPWR", "POWER", "PWR"):
+            if pc in row:
+                r.power_w = expect_unit(row[pc], ("W",), f"{w} {pc}")
+                break
+        if "PWRCAP" in row:
+            r.power_limit_w = expect_unit(row["PWRCAP"], ("W",), f"{w} PwrCap")
+        if "SCLK" in row:
+            r.sm_clock_mhz = expect_unit(row["SCLK"], ("MHz",), f"{w} SCLK")
+        for uc in _UTIL_COLS:
+            if uc in row:
+                r.util = pct(row[uc], f"{w} {uc}")
+                break
+        if "VRAM%" in row:
+            r.extra["vram_pct"] = pct(row["VRAM%"], f"{w} VRAM%")
+        out[idx] = r
+    if not out:
+        raise layout_error("concise view: no DCU rows")
+    return out
+
+
+def find_hygon_tool() -> tuple[str | None, str | None, str | None]:
+    """(tool, path, why-not): hy-smi, else a rocm-smi that lives in a DTK/hyhal folder."""
+    p = find_tool("hy-smi", HY_SMI_DIRS)
+    if p:
+        return "hy-smi", p, None
+    # DTK's own folders first: a PATH rocm-smi may well be AMD's.
+    for d in DTK_DIRS:
+        cand = os.path.join(d, "rocm-smi")
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return "rocm-smi", cand, None
+    p = shutil.which("rocm-smi")
+    if p and bad_dir_component(p, HYGON_DIR_NAMES):
+        return "rocm-smi", p, None
+    return None, None, "hy-smi not found (nor DTK's rocm-smi in /opt/dtk, /opt/hyhal)"
+
+
+@register
+class HygonBackend(Backend):
+    name = "hygon"
+    vendor = "hygon"
+    # hy-smi is rocm-smi's Python CLI: ~0.3 s a call.
+    min_interval_s = 0.5
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
+                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
+        super().__init__(clock)
+        self.timeout_s = timeout_s
+        self.tool: Tool | None = None
+        self.mode: str | None = None  # "json" | "concise"
+        self.cards: dict[int, CardInfo] = {}
+        self._presence = Presence(self.name, clock)
+
+    @classmethod
+    def probe(cls) -> Probe:
+        try:
+            tool, path, why = find_hygon_tool()
+            if path is None:
+                return Probe(cls.name, False, why)
+            return Probe(cls.name, True, None if tool == "hy-smi" else "hy-smi not found; using DTK's rocm-smi",
+                         version_probe(path), path)
+        except Exception as e:  # never take doctor down
+            return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
+
+    def discover(self) -> list[CardInfo]:
+        tool, path, why = find_hygon_tool()
+        if path is None or tool is None:
+            raise BackendUnavailable(why or "hy-smi not found")
+        self.tool = Tool(tool, path, self.timeout_s)
+        try:
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_DISCOVER_ARGS), "--json")
+            self.mode = "json"
+        except ParseError as e_json:
+            # Builds whose --json is broken or absent still print the concise table.
+            try:
+                readings = self.tool.run_parse((), parse_hy_smi_concise)
+                self.mode = "concise"
+            except ParseError as e_text:
+                raise ParseError(f"{e_json}; the concise view did not match either "
+                                 f"({str(e_text).split(': ', 2)[-1]})") from None
+        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
+        self._presence.set_known(self.cards)
+        _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
+        return list(self.cards.values())
+
+    @property
+    def version(self) -> str | None:
+        return self.tool.version if self.tool else None
+
+    def sample(self) -> list[CardSample]:
+        if self.tool is None or self.mode is None:
+            self.discover()
+        assert self.tool is not None
+        if self.mode == "json":
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), "--json")
+        else:
+            readings = self.tool.run_parse((), parse_hy_smi_concise)
+        t = self.clock()
+        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
+        self.events.extend(self._presence.update(readings))
+        return out
+

@@ -1,0 +1,596 @@
+"""AMD cards through ``amd-smi`` (ROCm ≥ 6) or, failing that, ``rocm-smi --json``.
+
+Layouts read (each backed by a captured output under tests/fixtures/vendors/amd, or
+by the layout AMD's own issue threads show where noted):
+
+* ``amd-smi metric --json``: a list of ``{"gpu": N, "usage": …, "power": …}``
+  (amd-smi 24/25) or the same list wrapped as ``{"gpu_data": [...]}`` (amd-smi 26).
+  Every number is ``{"value": N, "unit": "…"}`` or the bare string ``"N/A"``.
+* ``amd-smi`` with no arguments: the default summary table (amd-smi 26), used when
+  ``metric --json`` prints something no known JSON layout matches.
+* ``amd-smi process --json``: per-GPU process lists (VRAM per pid).
+* ``rocm-smi --json``: ``{"card0": {"GPU use (%)": "0", …}, "system": {…}}``, all
+  values strings, units in the key names; both key generations (ROCm ≤ 6.0 "Average
+  Graphics Package Power (W)", ROCm ≥ 6.1 "Current Socket Graphics Package Power (W)").
+
+amd-smi prints binary sizes with decimal labels ("32624 MB" is MiB, "54.7 KB" is KiB:
+the fixture's process table and its JSON agree only that way), so "MB" here is MiB.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sattui.model import CardInfo, CardSample
+from sattui.vendors._parse import (
+    CardReading,
+    Presence,
+    Tool,
+    amd_value,
+    bad_dir_component,
+    clamp_pct,
+    expect_unit,
+    extract_json,
+    is_index,
+    is_na,
+    layout_error,
+    num,
+    num_unit,
+    one_line,
+    pcie_gen_from_speed,
+    pct,
+    scale_bytes,
+    to_bytes,
+    version_probe,
+)
+from sattui.vendors.base import (
+    DEFAULT_TOOL_TIMEOUT_S,
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    ParseError,
+    Probe,
+    ToolError,
+    find_tool,
+    register,
+)
+
+# AMD's own install dirs only: /opt/dtk and /opt/hyhal hold Hygon's rocm-smi fork.
+AMD_TOOL_DIRS = ("/opt/rocm/bin",)
+HYGON_DIRS = ("dtk", "hyhal")
+
+# rocm-smi flags for one tick: utilisation, VRAM, power, temperature, clocks.
+ROCM_SMI_SAMPLE_ARGS = ("--showuse", "--showmemuse", "--showmeminfo", "vram", "--showpower", "--showtemp",
+                        "--showclocks", "--json")
+# Once at discovery: add the names, bus ids, unique ids and power caps.
+ROCM_SMI_DISCOVER_ARGS = ("--showproductname", "--showuniqueid", "--showbus", "--showmaxpower",
+                          *ROCM_SMI_SAMPLE_ARGS)
+
+
+# -- rocm-smi --json -----------------------------------------------------------------
+
+def _norm_keys(d: dict[str, Any]) -> dict[str, Any]:
+    """Keys lower-cased with runs of spaces collapsed: ROCm releases differ in case."""
+    return {" ".join(str(k).lower().split()): v for k, v in d.items()}
+
+
+def _first(d: dict[str, Any], *keys: str) -> Any:
+    """The first of ``keys`` with a value: an "N/A" edge sensor falls through to junction."""
+    for k in keys:
+        if k in d and not is_na(d[k]):
+            return d[k]
+    return None
+
+
+_MHZ_IN_PARENS = re.compile(r"\(\s*([0-9.]+)\s*mhz\s*\)", re.I)
+_PCIE_LEVEL = re.compile(r"([0-9.]+)\s*GT/s\s*x\s*(\d+)", re.I)
+
+
+def _mhz_in_parens(v: Any, what: str) -> float | None:
+    """"(300Mhz)" or "0 (300Mhz)" → 300."""
+    if v is None or not isinstance(v, str):
+        return None
+    m = _MHZ_IN_PARENS.search(v)
+    if m is None:
+        x, unit = num_unit(v, what)  # "N/A" → None; "300Mhz" → 300
+        if x is not None and unit.lower() not in ("mhz", ""):
+            raise layout_error(f"{what}: {one_line(v)} is not a clock")
+        return x
+    return num(m.group(1), what)
+
+
+def parse_rocm_smi_json(text: str) -> dict[int, CardReading]:
+    """``rocm-smi … --json`` (any ROCm 5.x/6.x, and Hygon's forks) → readings by card.
+
+    Only ``cardN`` entries are cards; ``system`` and stray text around the JSON (the
+    "low-power state" warning rocm-smi prints on stdout) are ignored.
+    """
+    obj = extract_json(text, "rocm-smi JSON")
+    if not isinstance(obj, dict):
+        raise layout_error("rocm-smi JSON: top level is not an object")
+    out: dict[int, CardReading] = {}
+    for key, raw in obj.items():
+        m = re.fullmatch(r"card(\d+)", str(key))
+        if m is None:
+            continue
+        if not isinstance(raw, dict):
+            raise layout_error(f"rocm-smi JSON: {key} is not an object")
+        d = _norm_keys(raw)
+        idx = int(m.group(1))
+        r = CardReading(index=idx)
+
+        def val(conv: Callable[[Any, str], Any], *keys: str) -> Any:
+            # Errors name the card and the key as rocm-smi printed it (lower-cased).
+            k = next((k for k in keys if k in d and not is_na(d[k])), None)
+            return None if k is None else conv(d[k], f"{key} {k!r}")
+
+        r.util = val(pct, "gpu use (%)", "dcu use (%)", "hcu use (%)")
+        # mem_busy_percent (memory controller busy), not VRAM allocated: ROCm ≥ 6.1
+        # moved the allocation figure to "GPU Memory Allocated (VRAM%)", left out here.
+        r.dram_active = val(pct, "gpu memory use (%)", "gpu memory read/write activity (%)")
+        r.power_w = val(num, "average graphics package power (w)", "current socket graphics package power (w)",
+                        "current graphics package power (w)", "average socket graphics package power (w)")
+        r.power_limit_w = val(num, "max graphics package power (w)")
+        r.temp_c = val(num, "temperature (sensor edge) (c)", "temperature (sensor junction) (c)",
+                       "temperature (sensor hotspot) (c)")
+        r.mem_total = val(lambda v, w: to_bytes(v, what=w), "vram total memory (b)")
+        r.mem_used = val(lambda v, w: to_bytes(v, what=w), "vram total used memory (b)")
+        sclk = _first(d, "sclk clock speed:", "current sclk clock speed:", "sclk clock speed")
+        if sclk is None:
+            sclk = _first(d, "sclk clock level")
+        r.sm_clock_mhz = _mhz_in_parens(sclk, f"{key} sclk clock")
+        pcie = _first(d, "pcie clock level")
+        if isinstance(pcie, str):
+            pm = _PCIE_LEVEL.search(pcie)
+            if pm:
+                r.pcie_gen = pcie_gen_from_speed(num(pm.group(1), f"{key} pcie clock level"))
+                r.pcie_width = int(pm.group(2))
+        name = _first(d, "card series", "device name", "card sku", "market name")
+        if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
+            r.name = name.strip()
+        uid = _first(d, "unique id")
+        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
+            r.uuid = uid.strip()
+        bus = _first(d, "pci bus")
+        if isinstance(bus, str) and bus.strip():
+            r.bus = bus.strip()
+        out[idx] = r
+    if not out:
+        raise layout_error("rocm-smi JSON: no 'cardN' entries")
+    return out
+
+
+def rocm_smi_is_hygon(text: str) -> bool:
+    """True if a rocm-smi answer is Hygon DTK's fork (DCU/HCU wording, Hygon names)."""
+    return re.search(r"\b(DCU|HCU)\b|Hygon", text) is not None
+
+
+# -- amd-smi JSON ----------------------------------------------------------------------
+
+def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
+    """The per-GPU list, whether bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
+    if isinstance(obj, dict) and "gpu_data" in obj:
+        obj = obj["gpu_data"]
+    elif isinstance(obj, dict) and "gpu" in obj:
+        obj = [obj]  # one GPU asked for with -g
+    if not isinstance(obj, list):
+        raise layout_error(f"{what}: neither a list of GPUs nor {{'gpu_data': [...]}}")
+    items = []
+    for it in obj:
+        if not isinstance(it, dict) or "gpu" not in it:
+            raise layout_error(f"{what}: entry without 'gpu'")
+        g = it["gpu"]
+        if not is_index(g):
+            raise layout_error(f"{what}: 'gpu' is not an index")
+        items.append(it)
+    if not items:
+        raise layout_error(f"{what}: no GPUs")
+    return items
+
+
+def _sub(d: Any, key: str) -> Any:
+    """``d[key]`` if ``d`` is a dict, else None ("N/A" in place of a whole section)."""
+    return d.get(key) if isinstance(d, dict) else None
+
+
+def _amd_num(obj: Any, what: str, units: tuple[str, ...]) -> float | None:
+    if obj is None:
+        return None
+    x, unit = amd_value(obj, what)
+    if x is None:
+        return None
+    if unit and unit.replace("°", "").lower() not in {u.lower() for u in units}:
+        raise layout_error(f"{what}: unexpected unit {unit!r}")
+    return x
+
+
+def _amd_watts(obj: Any, what: str) -> float | None:
+    if obj is None:
+        return None
+    x, unit = amd_value(obj, what)
+    if x is None:
+        return None
+    scale = {"": 1.0, "w": 1.0, "mw": 1e-3, "uw": 1e-6, "µw": 1e-6}.get(unit.lower())
+    if scale is None:
+        raise layout_error(f"{what}: unexpected unit {unit!r}")
+    return x * scale
+
+
+def _amd_bytes(obj: Any, what: str, default_unit: str = "MB") -> int | None:
+    if obj is None:
+        return None
+    x, unit = amd_value(obj, what)
+    if x is None:
+        return None
+    return scale_bytes(x, unit or default_unit, binary=True, what=what)
+
+
+def _amd_pcie(pcie: Any, r: CardReading, what: str) -> None:
+    if not isinstance(pcie, dict):
+        return
+    w = pcie.get("width")
+    if w is not None:
+        wx = _amd_num(w, f"{what} pcie width", ("",))
+        r.pcie_width = int(wx) if wx is not None else None
+    sp = pcie.get("speed")
+    if sp is not None:
+        x, unit = amd_value(sp, f"{what} pcie speed")
+        if x is not None:
+            # Reported in GT/s; some versions print MT/s.
+            gts = x / 1000.0 if unit.lower() == "mt/s" else x
+            r.pcie_gen = pcie_gen_from_speed(gts)
+
+
+def parse_amd_smi_metric(text: str) -> dict[int, CardReading]:
+    """``amd-smi metric --json`` → readings by GPU index."""
+    obj = extract_json(text, "amd-smi metric JSON")
+    out: dict[int, CardReading] = {}
+    for it in _gpu_items(obj, "amd-smi metric JSON"):
+        idx = int(str(it["gpu"]).strip())
+        w = f"gpu {idx}"
+        r = CardReading(index=idx)
+        usage = it.get("usage")
+        if usage is not None and not isinstance(usage, (dict, str)):
+            raise layout_error(f"{w}: 'usage' is not an object")
+        r.util = clamp_pct(_amd_num(_sub(usage, "gfx_activity"), f"{w} gfx_activity", ("%",)))
+        r.dram_active = clamp_pct(_amd_num(_sub(usage, "umc_activity"), f"{w} umc_activity", ("%",)))
+        power = it.get("power")
+        r.power_w = _amd_watts(_first(power, "socket_power", "average_socket_power", "current_socket_power")
+                               if isinstance(power, dict) else None, f"{w} socket_power")
+        temp = it.get("temperature")
+        # An "N/A" edge sensor (MI300) falls through to hotspot.
+        r.temp_c = _amd_num(_first(temp, "edge", "hotspot", "junction") if isinstance(temp, dict) else None,
+                            f"{w} temperature", ("C",))
+        clock = it.get("clock")
+        if isinstance(clock, dict):
+            gfx = clock.get("gfx_0", clock.get("gfx"))
+            if isinstance(gfx, dict):
+                r.sm_clock_mhz = _amd_num(gfx.get("clk"), f"{w} gfx clk", ("MHz",))
+                r.sm_clock_max_mhz = _amd_num(gfx.get("max_clk"), f"{w} gfx max_clk", ("MHz",))
+        mem = it.get("mem_usage")
+        if isinstance(mem, dict):
+            r.mem_total = _amd_bytes(mem.get("total_vram"), f"{w} total_vram")
+            r.mem_used = _amd_bytes(mem.get("used_vram"), f"{w} used_vram")
+        _amd_pcie(it.get("pcie"), r, w)
+        out[idx] = r
+    return out
+
+
+def parse_amd_smi_static(text: str) -> dict[int, CardReading]:
+    """``amd-smi static --json`` → names, VRAM size, power cap, PCIe maxima by GPU."""
+    obj = extract_json(text, "amd-smi static JSON")
+    out: dict[int, CardReading] = {}
+    for it in _gpu_items(obj, "amd-smi static JSON"):
+        idx = int(str(it["gpu"]).strip())
+        w = f"gpu {idx}"
+        r = CardReading(index=idx)
+        asic = it.get("asic")
+        if isinstance(asic, dict):
+            name = asic.get("market_name")
+            if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
+                r.name = name.strip()
+        vram = it.get("vram")
+        if isinstance(vram, dict):
+            r.mem_total = _amd_bytes(vram.get("size"), f"{w} vram size")
+        limit = it.get("limit")
+        if isinstance(limit, dict):
+            r.power_limit_w = _amd_watts(_first(limit, "socket_power", "max_power", "power_cap"),
+                                        f"{w} power limit")
+        bus = it.get("bus")
+        if isinstance(bus, dict):
+            bdf = bus.get("bdf")
+            if isinstance(bdf, str) and bdf.strip():
+                r.bus = bdf.strip()
+            mw = bus.get("max_pcie_width")
+            if mw is not None:
+                x = _amd_num(mw, f"{w} max_pcie_width", ("",))
+                r.pcie_width_max = int(x) if x is not None else None
+            ms = bus.get("max_pcie_speed")
+            if ms is not None:
+                x, unit = amd_value(ms, f"{w} max_pcie_speed")
+                if x is not None:
+                    r.pcie_gen_max = pcie_gen_from_speed(x / 1000.0 if unit.lower() == "mt/s" else x)
+            if r.pcie_gen_max is None:
+                gen = bus.get("pcie_interface_version")
+                if isinstance(gen, str):
+                    gm = re.search(r"(\d+)", gen)
+                    r.pcie_gen_max = int(gm.group(1)) if gm else None
+        uid = it.get("uuid")
+        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
+            r.uuid = uid.strip()
+        out[idx] = r
+    return out
+
+
+def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
+    """``amd-smi process --json`` → ``{gpu: {pid: VRAM bytes or None}}``.
+
+    A GPU with no processes gives ``{}`` (known to be none), not ``None``.
+    """
+    obj = extract_json(text, "amd-smi process JSON")
+    out: dict[int, dict[str, int | None]] = {}
+    for it in _gpu_items(obj, "amd-smi process JSON"):
+        idx = int(str(it["gpu"]).strip())
+        procs: dict[str, int | None] = out.setdefault(idx, {})
+        plist = it.get("process_list", [])
+        if isinstance(plist, str) or plist is None:
+            continue  # "N/A" / "No running processes detected"
+        if not isinstance(plist, list):
+            raise layout_error(f"gpu {idx}: 'process_list' is not a list")
+        for entry in plist:
+            info = entry.get("process_info", entry) if isinstance(entry, dict) else entry
+            if isinstance(info, str):
+                continue  # amd-smi's "No running processes detected"
+            if not isinstance(info, dict):
+                raise layout_error(f"gpu {idx}: process entry is not an object")
+            pid_v = info.get("pid")
+            if isinstance(pid_v, bool) or pid_v is None:
+                raise layout_error(f"gpu {idx}: process without pid")
+            pid_f = num(pid_v, f"gpu {idx} pid")
+            if pid_f is None or pid_f < 0 or pid_f != int(pid_f):
+                raise layout_error(f"gpu {idx}: pid {one_line(str(pid_v))} is not a pid")
+            pid = str(int(pid_f))
+            mu = info.get("memory_usage")
+            vram = _amd_bytes(mu.get("vram_mem"), f"gpu {idx} pid {pid} vram_mem", "B") \
+                if isinstance(mu, dict) and "vram_mem" in mu else None
+            if vram is None and "mem_usage" in info:
+                vram = _amd_bytes(info.get("mem_usage"), f"gpu {idx} pid {pid} mem_usage", "B")
+            if pid in procs and procs[pid] is not None and vram is not None:
+                procs[pid] = procs[pid] + vram  # type: ignore[operator]
+            elif pid not in procs or procs[pid] is None:
+                procs[pid] = vram
+    return out
+
+
+# -- amd-smi default view (text) -------------------------------------------------------
+
+_BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_SIZE = r"(?:N/A|[0-9.]+\s*[KMGT]?i?B)"
+_PROC_ROW = re.compile(rf"^\|\s*(\d+)\s+(\d+)\s+(.*?)\s+({_SIZE})\s+({_SIZE})\s+({_SIZE})\s+(\S.*?)?\s*\|\s*$")
+
+
+def _cells(line: str) -> list[str]:
+    s = line.strip()
+    if not (s.startswith("|") and s.endswith("|")):
+        return []
+    return [c.strip() for c in s[1:-1].split("|")]
+
+
+def _cols(cell: str) -> list[str]:
+    """A table cell's columns: values are separated by two or more spaces."""
+    return [c for c in re.split(r"\s{2,}", cell.strip()) if c]
+
+
+def _pair(v: str, unit_re: str, what: str) -> tuple[float | None, float | None]:
+    """"103/300 W" / "29777/32624 MB" / "N/A/300 W" / "N/A" → (a, b)."""
+    s = v.strip()
+    if s.upper() == "N/A":
+        return None, None
+    m = re.fullmatch(rf"(N/A|[0-9.]+)\s*/\s*(N/A|[0-9.]+)\s*({unit_re})", s, re.I)
+    if m is None:
+        raise layout_error(f"{what}: {one_line(s)} is not 'used/total unit'")
+    return num(m.group(1), what), num(m.group(2), what)
+
+
+def parse_amd_smi_default(text: str) -> dict[int, CardReading]:
+    """``amd-smi`` (no arguments, amd-smi 26): the summary table and its process table.
+
+    Two lines per GPU::
+
+        | BDF  GPU-Name             | Mem-Uti  Temp  UEC  Power-Usage |
+        | GPU HIP-ID OAM-ID Part.   | GFX-Uti  Fan        Mem-Usage   |
+    """
+    lines = text.splitlines()
+    if not any("GPU-Name" in ln and "Mem-Uti" in ln for ln in lines) or \
+            not any("GFX-Uti" in ln and "Mem-Usage" in ln for ln in lines):
+        raise layout_error("amd-smi default view: header 'GPU-Name … Mem-Uti' / 'GFX-Uti … Mem-Usage' not found")
+    out: dict[int, CardReading] = {}
+    pending: tuple[str, str, list[str]] | None = None  # (bdf, name, right columns) of line 1
+    in_procs = False
+    saw_proc_header = False
+    procs: dict[int, dict[str, int | None]] = {}
+    for ln in lines:
+        if "Processes:" in ln:
+            in_procs = True
+            continue
+        if in_procs:
+            if "PID" in ln and "VRAM_MEM" in ln:
+                saw_proc_header = True
+                continue
+            m = _PROC_ROW.match(ln.rstrip())
+            if m:
+                gpu = int(m.group(1))
+                pid = m.group(2)
+                vram = to_bytes(m.group(5), binary=True, what=f"gpu {gpu} pid {pid} VRAM_MEM")
+                d = procs.setdefault(gpu, {})
+                d[pid] = (d.get(pid) or 0) + vram if vram is not None else d.get(pid)
+            continue
+        cells = _cells(ln)
+        if len(cells) != 2:
+            continue
+        left, right = cells
+        m1 = re.match(rf"^({_BDF})\s+(.*)$", left)
+        if m1:
+            pending = (m1.group(1), m1.group(2).strip(), _cols(right))
+            continue
+        if pending is not None:
+            lcols = left.split()
+            if not lcols or not is_index(lcols[0]):
+                raise layout_error(f"amd-smi default view: GPU index missing under {pending[0]}")
+            idx = int(lcols[0])
+            bdf, name, c1 = pending
+            c2 = _cols(right)
+            pending = None
+            if len(c1) != 4 or len(c2) != 3:
+                raise layout_error(f"amd-smi default view: gpu {idx}: expected 4+3 columns, "
+                                   f"got {len(c1)}+{len(c2)}")
+            w = f"gpu {idx}"
+            r = CardReading(index=idx, name=name or None, bus=bdf)
+            r.dram_active = pct(c1[0], f"{w} Mem-Uti")
+            r.temp_c = expect_unit(c1[1], ("C",), f"{w} Temp")
+            r.power_w, r.power_limit_w = _pair(c1[3], "W", f"{w} Power-Usage")
+            r.util = pct(c2[0], f"{w} GFX-Uti")
+            used, total = _pair(c2[2], "[KMGT]?i?B", f"{w} Mem-Usage")
+            unit = re.search(r"([KMGT]?i?B)\s*$", c2[2].strip())
+            u = unit.group(1) if unit else "MB"
+            r.mem_used = scale_bytes(used, u, what=f"{w} Mem-Usage") if used is not None else None
+            r.mem_total = scale_bytes(total, u, what=f"{w} Mem-Usage") if total is not None else None
+            out[idx] = r
+    if not out:
+        raise layout_error("amd-smi default view: no GPU rows")
+    if saw_proc_header:
+        for idx, r in out.items():
+            r.procs = procs.get(idx, {})
+    return out
+
+
+# -- the backend ---------------------------------------------------------------------
+
+def find_amd_tool() -> tuple[str | None, str | None, str | None]:
+    """(tool, path, why-not): amd-smi first, then AMD's rocm-smi (not Hygon's fork)."""
+    p = find_tool("amd-smi", AMD_TOOL_DIRS)
+    if p:
+        return "amd-smi", p, None
+    p = find_tool("rocm-smi", AMD_TOOL_DIRS)
+    if p:
+        if bad_dir_component(p, HYGON_DIRS):
+            return None, None, f"rocm-smi at {p} is Hygon DTK's (the hygon backend reads it)"
+        return "rocm-smi", p, None
+    return None, None, "amd-smi/rocm-smi not on PATH"
+
+
+@register
+class RocmBackend(Backend):
+    name = "rocm"
+    vendor = "amd"
+    # amd-smi is a Python CLI taking ~0.3–1 s a call, and a tick calls it twice
+    # (metrics + processes); rocm-smi alone is lighter (set per instance).
+    min_interval_s = 1.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
+                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
+        super().__init__(clock)
+        self.timeout_s = timeout_s
+        self.tool: Tool | None = None
+        self.mode: str | None = None  # "amd-json" | "amd-text" | "rocm-smi"
+        self.cards: dict[int, CardInfo] = {}
+        self._procs_layout_ok = True
+        self._presence = Presence(self.name, clock)
+
+    @classmethod
+    def probe(cls) -> Probe:
+        try:
+            tool, path, why = find_amd_tool()
+            if path is None:
+                return Probe(cls.name, False, why)
+            ver = version_probe(path)
+            return Probe(cls.name, True, None if tool == "amd-smi" else "amd-smi not found; using rocm-smi",
+                         ver, path)
+        except Exception as e:  # never take doctor down
+            return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
+
+    @property
+    def version(self) -> str | None:
+        return self.tool.version if self.tool else None
+
+    def discover(self) -> list[CardInfo]:
+        tool, path, why = find_amd_tool()
+        if path is None or tool is None:
+            raise BackendUnavailable(why or "amd-smi/rocm-smi not on PATH")
+        self.tool = Tool(tool, path, self.timeout_s)
+        if tool == "amd-smi":
+            readings = self._discover_amd_smi()
+        else:
+            readings = self._discover_rocm_smi()
+        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
+        self._presence.set_known(self.cards)
+        _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
+        return list(self.cards.values())
+
+    def _discover_amd_smi(self) -> dict[int, CardReading]:
+        assert self.tool is not None
+        self.min_interval_s = 1.0
+        try:
+            readings = self.tool.run_parse(("metric", "--json"), parse_amd_smi_metric)
+            self.mode = "amd-json"
+        except ParseError as e_json:
+            # Not a JSON layout we know: the default summary table still has the numbers.
+            try:
+                readings = self.tool.run_parse((), parse_amd_smi_default)
+                self.mode = "amd-text"
+            except ParseError as e_text:
+                raise ParseError(f"{e_json}; the default view did not match either "
+                                 f"({str(e_text).split(': ', 2)[-1]})") from None
+        # Names, VRAM size and power cap: best effort (a second, slower call, once).
+        try:
+            static = self.tool.run_parse(("static", "--json"), parse_amd_smi_static)
+        except BackendError:
+            static = {}
+        for i, r in readings.items():
+            s = static.get(i)
+            if s is not None and s.name and (r.name is None or r.name.startswith("...")):
+                r.name = s.name  # the table truncates long names with "..."
+            r.merge_missing(s)
+        return readings
+
+    def _discover_rocm_smi(self) -> dict[int, CardReading]:
+        assert self.tool is not None
+        self.min_interval_s = 0.5
+        text = self.tool.run(*ROCM_SMI_DISCOVER_ARGS)
+        if rocm_smi_is_hygon(text):
+            raise BackendUnavailable(f"rocm-smi at {self.tool.path} is Hygon DTK's (the hygon backend reads it)")
+        self.mode = "rocm-smi"
+        return self.tool.parse(parse_rocm_smi_json, text, "--json")
+
+    def sample(self) -> list[CardSample]:
+        if self.tool is None or self.mode is None:
+            self.discover()
+        assert self.tool is not None
+        if self.mode == "amd-json":
+            readings = self.tool.run_parse(("metric", "--json"), parse_amd_smi_metric)
+            procs = self._amd_procs()
+            for i, r in readings.items():
+                r.procs = procs.get(i, {}) if procs is not None else None
+        elif self.mode == "amd-text":
+            readings = self.tool.run_parse((), parse_amd_smi_default)
+        else:
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), "--json")
+        t = self.clock()
+        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
+        self.events.extend(self._presence.update(readings))
+        return out
+
+    def _amd_procs(self) -> dict[int, dict[str, int | None]] | None:
+        """Per-GPU VRAM by pid; None (unknown) when the call fails — the metrics stand."""
+        if not self._procs_layout_ok or self.tool is None:
+            return None
+        try:
+            return self.tool.run_parse(("process", "--json"), parse_amd_smi_process)
+        except ParseError:
+            self._procs_layout_ok = False  # an unknown layout will not change: stop asking
+            return None
+        except (ToolError, BackendUnavailable):
+            return None

@@ -1,0 +1,57 @@
+import os
+import stat
+import time
+
+import pytest
+
+from sattui.vendors.base import BackendUnavailable, ToolError, open_backend, run_tool
+
+
+def _script(tmp_path, name, body):
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return str(p)
+
+
+def test_timeout_kills_the_tools_children_too(tmp_path):
+    # The grandchild keeps stdout open; without a process-group kill we would wait 30 s.
+    tool = _script(tmp_path, "hang-smi", "sleep 30 &\nsleep 30\n")
+    t0 = time.monotonic()
+    with pytest.raises(ToolError, match="hang-smi did not answer within 0.5 s"):
+        run_tool([tool], timeout_s=0.5)
+    assert time.monotonic() - t0 < 5
+
+
+def test_nonzero_exit_names_the_tool_and_first_line(tmp_path):
+    tool = _script(tmp_path, "bad-smi", "echo 'driver not loaded' >&2\nexit 3\n")
+    with pytest.raises(ToolError, match="bad-smi exited 3: driver not loaded"):
+        run_tool([tool])
+
+
+def test_missing_tool_is_unavailable(tmp_path):
+    with pytest.raises(BackendUnavailable, match="not found"):
+        run_tool([str(tmp_path / "nope-smi")])
+
+
+def test_tool_runs_in_the_c_locale_without_a_shell(tmp_path):
+    tool = _script(tmp_path, "env-smi", 'echo "$LC_ALL|$1"\n')
+    out = run_tool([tool, "a; echo injected"])
+    assert out.stdout.strip() == "C|a; echo injected"
+
+
+def test_open_backend_rejects_unknown_and_none_gives_nothing():
+    with pytest.raises(Exception, match="unknown backend 'bogus'"):
+        open_backend("bogus")
+    assert open_backend("none") == (None, [], [])
+
+
+def test_auto_on_this_machine_names_why_each_backend_was_skipped(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    backend, cards, skipped = open_backend("auto")
+    if backend is None:  # no accelerator here (CI): every backend says why
+        assert cards == [] and skipped
+        assert any(s.startswith("nvml:") for s in skipped)
+        assert all(": " in s for s in skipped)
+    else:
+        backend.close()
