@@ -1,0 +1,453 @@
+"""The box-table reader the text-table backends share (cambricon, ascend, kunlun,
+mthreads, biren): nvidia-smi-like boxes whose cells are matched to their header by
+name, not column number, so a column moving or a new one appearing does not shift
+every value by one. Plus the tool wrapper that names the tool and its version in
+every error, and the probe/discover/sample base class over one listing call.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sattui.model import CardInfo, CardSample
+from sattui.vendors._parse import (
+    CardReading,
+    Presence,
+    expect_unit,
+    guarded,
+    is_na,
+    layout_error,
+    one_line,
+    to_bytes,
+    version_probe,
+)
+from sattui.vendors.base import (
+    DEFAULT_TOOL_TIMEOUT_S,
+    Backend,
+    BackendError,
+    BackendUnavailable,
+    ParseError,
+    Probe,
+    find_tool,
+    run_tool,
+)
+
+# =====================================================================================
+# Shared: reading nvidia-smi-like text tables
+# =====================================================================================
+
+# A rule line: "+----+----+", "|====|====|", "-------": only these characters, and at
+# least three dashes/equals in a row, so a row of "-" values is not taken for a rule.
+_RULE_CHARS = frozenset("-=+| \t")
+# Header labels are separated by two or more spaces ("Volatile Uncorr. ECC" is one).
+_LABEL_RE = re.compile(r"\S+(?: \S+)*")
+# A value is either a "used / total" pair ("0    / 0", "106 W/ 250 W", "0MiB / 98304MiB",
+# "N/A / 400W") — padding inside a pair varies with the digits — or a run of words
+# separated by single spaces ("P800 OAM", "On-die, EDC").
+_NUM_OR_NA = r"(?:\d+(?:\.\d+)?|N/A|NA|-)"
+_UNIT = r"(?: ?(?:[KMGT]i?B|W|C|%)(?![A-Za-z]))?"
+_VALUE_RE = re.compile(rf"(?P<pair>{_NUM_OR_NA}{_UNIT}\s*/\s*{_NUM_OR_NA}{_UNIT})(?![\w.])|\S+(?: \S+)*")
+_NO_PROCS_RE = re.compile(r"no running process", re.I)
+
+
+def norm_label(label: str) -> str:
+    """A header label as a dict key: lower case, single spaces."""
+    return " ".join(label.lower().split())
+
+
+def is_rule(line: str) -> bool:
+    # A set test, not a regex: linear on any line, however long.
+    return ("---" in line or "===" in line) and set(line.rstrip("\r\n")) <= _RULE_CHARS
+
+
+def split_cells(line: str, boxed: bool) -> list[str] | None:
+    """The cells of one table line, or None if a boxed line is not closed on both sides.
+
+    Boxed tables ("| a | b |") lose their outer bars; an unclosed line there means the
+    output was cut. Unboxed tables (mthreads-gmi: "0  MTT S5000  |PCIe  |%GPU") keep
+    their leading cell, which may be blank.
+    """
+    s = line.rstrip()
+    if boxed:
+        t = s.lstrip()
+        if len(t) < 2 or t[0] != "|" or t[-1] != "|":
+            return None
+        return t[1:-1].split("|")
+    return s.split("|")
+
+
+def _labels(cell: str) -> list[tuple[str, int, int]]:
+    return [(m.group(), m.start(), m.end()) for m in _LABEL_RE.finditer(cell)]
+
+
+def _values(cell: str, words: bool, pairs: bool = True) -> list[tuple[str, int, int]]:
+    """Value tokens with their spans; ``words`` splits multi-word values (not pairs);
+    without ``pairs`` a lone "/" is a value of its own (cnmon's VF column)."""
+    if not pairs:
+        return [(m.group(), m.start(), m.end()) for m in _LABEL_RE.finditer(cell)]
+    out = []
+    for m in _VALUE_RE.finditer(cell):
+        if words and m.group("pair") is None and " " in m.group():
+            out.extend((w.group(), m.start() + w.start(), m.start() + w.end()) for w in re.finditer(r"\S+", m.group()))
+        else:
+            out.append((m.group(), m.start(), m.end()))
+    return out
+
+
+def map_cell(header_cell: str, value_cell: str) -> dict[str, str]:
+    """Match one cell's values to its header labels.
+
+    Same count: in order (robust to a column printed one space off). "a / b" is one
+    value (a used/total pair) unless reading it as three makes the count fit ("0  /
+    4242" is card 0, VF "/", pid 4242 in cnmon's process table). Otherwise by position:
+    each word goes to the label it overlaps most, or the nearest one — that keeps
+    "00000000:03:00.0 N/A" apart under "Bus-Id  Disp.A" and a blank value blank.
+    """
+    labels = _labels(header_cell)
+    if not labels:
+        return {}
+    out: dict[str, str] = {}
+    for pairs in (True, False):
+        values = _values(value_cell, words=False, pairs=pairs)
+        if len(values) == len(labels):
+            for (lab, _, _), (val, _, _) in zip(labels, values):
+                out.setdefault(norm_label(lab), val)
+            return out
+    for val, vs, ve in _values(value_cell, words=True):
+        def score(lab: tuple[str, int, int], vs: int = vs, ve: int = ve) -> int:
+            _, ls, le = lab
+            overlap = min(ve, le) - max(vs, ls)
+            return overlap if overlap > 0 else -max(ls - ve, vs - le, 0)
+
+        key = norm_label(max(labels, key=score)[0])
+        out[key] = f"{out[key]} {val}" if key in out else val
+    return out
+
+
+def map_row(header_line: str, line: str, boxed: bool) -> dict[str, str] | None:
+    """One data line read against one header line; None if their cells do not line up."""
+    hc = split_cells(header_line, boxed)
+    vc = split_cells(line, boxed)
+    if hc is None or vc is None or len(hc) != len(vc):
+        return None
+    rec: dict[str, str] = {}
+    for h, v in zip(hc, vc):
+        for k, val in map_cell(h, v).items():
+            rec.setdefault(k, val)
+    return rec
+
+
+@dataclass
+class TextTable:
+    """A table read by ``read_table``: one dict per record, keys = normalised labels."""
+
+    header: list[str]
+    records: list[dict[str, str]]
+    end: int  # index of the first line after the table
+    notes: list[str] = field(default_factory=list)  # "No running processes found …" rows
+
+
+def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]], bool], *,
+               rows_per_record: int | None = None, stop: Callable[[str], bool] | None = None,
+               what: str = "table") -> TextTable | None:
+    """Find a header whose labels satisfy ``is_header`` at or after ``start``, read its rows.
+
+    The header is that line and the ones below it up to the first rule; a record is
+    ``rows_per_record`` lines (default: as many as the header has), each read against
+    the header line at the same position. Rules between records are skipped; the table
+    ends at a blank line, a line that is not a row, or a line ``stop`` accepts. None if
+    no header is found; a ``ParseError`` if the table is cut or its rows do not match
+    the header (never a half-read record).
+    """
+    h0 = -1
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if not ln.strip() or is_rule(ln):
+            continue
+        cells = split_cells(ln, ln.lstrip().startswith("|"))
+        if cells is None:
+            continue
+        labels = {norm_label(lab) for c in cells for lab, _, _ in _labels(c)}
+        if is_header(labels):
+            h0 = i
+            break
+    if h0 < 0:
+        return None
+    boxed = lines[h0].lstrip().startswith("|")
+    j = h0
+    while j < len(lines) and lines[j].strip() and not is_rule(lines[j]):
+        j += 1
+    if j >= len(lines) or not is_rule(lines[j]):
+        raise layout_error(f"{what}: header {one_line(lines[h0].strip())} is not followed by a rule")
+    header = list(lines[h0:j])
+    per = rows_per_record or len(header)
+    records: list[dict[str, str]] = []
+    notes: list[str] = []
+    group: list[str] = []
+    i = j
+    while i < len(lines):
+        ln = lines[i]
+        if is_rule(ln):
+            if group:
+                raise layout_error(f"{what}: record cut short at {one_line(group[-1].strip())}")
+            i += 1
+            continue
+        if not ln.strip():
+            break
+        if boxed and not ln.lstrip().startswith("|"):
+            break
+        if not group and stop is not None and stop(ln):
+            break
+        if not group and _NO_PROCS_RE.search(ln):
+            notes.append(ln.strip(" |\t"))
+            i += 1
+            continue
+        group.append(ln)
+        if len(group) == per:
+            rec: dict[str, str] = {}
+            for r, row in enumerate(group):
+                m = map_row(header[min(r, len(header) - 1)], row, boxed)
+                if m is None:
+                    raise layout_error(f"{what}: row {one_line(row.strip())} does not match the header")
+                for k, v in m.items():
+                    rec.setdefault(k, v)
+            records.append(rec)
+            group = []
+        i += 1
+    if group:
+        raise layout_error(f"{what}: output ends inside a record ({one_line(group[-1].strip())})")
+    return TextTable(header, records, i, notes)
+
+
+def find_key(rec: dict[str, str], *names: str, contains: Sequence[str] = ()) -> str | None:
+    """The first of ``names`` present in ``rec``, else the first key containing one of ``contains``."""
+    for n in names:
+        if n in rec:
+            return n
+    for c in contains:
+        for k in rec:
+            if c in k:
+                return k
+    return None
+
+
+_INT_RE = re.compile(r"\d{1,9}")
+
+
+def to_index(value: str | None, what: str) -> int:
+    """A card/process number; anything else is a layout we do not know."""
+    if value is None or not _INT_RE.fullmatch(value.strip()):
+        raise layout_error(f"{what}: {one_line(value or '')} is not a number")
+    return int(value.strip())
+
+
+def split_pair(value: str | None, what: str) -> tuple[str | None, str | None]:
+    """'used / total' → ('used', 'total'); N/A or missing → (None, None)."""
+    if value is None or is_na(value):
+        return None, None
+    m = re.fullmatch(r"\s*(N/A|[^/]*?)\s*/\s*(N/A|[^/]*?)\s*", value, re.I)
+    if m is None:
+        raise layout_error(f"{what}: {one_line(value)} is not 'used / total'")
+    return m.group(1), m.group(2)
+
+
+def split_paren(value: str | None, what: str) -> tuple[str | None, str | None]:
+    """'used(total)' (mthreads-gmi) → ('used', 'total')."""
+    if value is None or is_na(value):
+        return None, None
+    m = re.fullmatch(r"\s*([^()]*?)\s*\(\s*([^()]*?)\s*\)\s*", value)
+    if m is None:
+        raise layout_error(f"{what}: {one_line(value)} is not 'used(total)'")
+    return m.group(1), m.group(2)
+
+
+def mem_pair(used: str | None, total: str | None, what: str, unit: str = "MiB") -> tuple[int | None, int | None]:
+    """Bytes of a used/total pair. A total of 0 means the tool has no such memory: unknown."""
+    u = to_bytes(used, unit, what=f"{what} used")
+    t = to_bytes(total, unit, what=f"{what} total")
+    if not t:
+        return None, None
+    return u, t
+
+
+def temp_c(value: str | None, what: str) -> float | None:
+    """°C; a reading no sensor gives (a sentinel like 65535, below absolute zero) is unknown."""
+    x = expect_unit(value, ("C",), what)
+    if x is None or not (-60.0 <= x <= 250.0):
+        return None
+    return x
+
+
+def watts(value: str | None, what: str) -> float | None:
+    x = expect_unit(value, ("W",), what)
+    if x is None or x < 0:
+        return None
+    return x
+
+
+def first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def search_version(text: str, *patterns: str) -> str | None:
+    """The first capture of the first pattern that matches the top of ``text``."""
+    head = "\n".join(text.splitlines()[:40])
+    for p in patterns:
+        m = re.search(p, head)
+        if m:
+            return m.group(1)[:40]
+    return None
+
+
+class CliTool:
+    """One vendor tool: run by argument list with a timeout; parse failures become one
+    ``ParseError`` line naming the tool and its version.
+
+    The version comes from the output's own header when it has one (the most accurate
+    for the text that failed), else from what an earlier good output said, else from
+    asking the tool (``version_args``, once, only when an error needs it).
+    """
+
+    def __init__(self, name: str, path: str, timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, *,
+                 version_args: Sequence[str] = ("--version",),
+                 header_version: Callable[[str], str | None] | None = None) -> None:
+        self.name = name
+        self.path = path
+        self.timeout_s = timeout_s
+        self.version_args = tuple(version_args)
+        self.header_version = header_version
+        self.known_version: str | None = None
+        self._asked: str | None = None
+        self._did_ask = False
+
+    def run(self, *args: str) -> str:
+        return run_tool([self.path, *args], timeout_s=self.timeout_s).stdout
+
+    def _from_header(self, text: str) -> str | None:
+        if self.header_version is None:
+            return None
+        try:
+            return self.header_version(text)
+        except Exception:  # a version is a nicety; it must not hide the real error
+            return None
+
+    def version(self, text: str = "") -> str | None:
+        v = self._from_header(text) or self.known_version
+        if v:
+            return v
+        if not self._did_ask:
+            self._did_ask = True
+            self._asked = version_probe(self.path, timeout_s=min(self.timeout_s, 3.0), args=self.version_args)
+        return self._asked
+
+    def parse(self, fn: Callable[..., Any], text: str, args: Sequence[str] = (), *extra: Any) -> Any:
+        """``fn(text)``; a failure reads "npu-smi 25.5.1 [info -t usages -i 0]: <why>"."""
+        try:
+            out = guarded(fn, text, *extra)
+        except ParseError as e:
+            cmd = f" [{' '.join(args)}]" if args else ""
+            raise ParseError(f"{self.name} {self.version(text) or '(version unknown)'}{cmd}: {e}") from None
+        self.known_version = self._from_header(text) or self.known_version
+        return out
+
+    def run_parse(self, args: Sequence[str], fn: Callable[..., Any], *extra: Any) -> Any:
+        text = self.run(*args)
+        return self.parse(fn, text, args, *extra)
+
+
+class TableToolBackend(Backend):
+    """A backend that runs one listing command and parses it into ``CardReading``s.
+
+    Subclasses set the tool names, the listing arguments, the version header pattern
+    and ``parse``; ascend, with its extra per-card calls, overrides ``sample``.
+    """
+
+    tools: ClassVar[tuple[str, ...]]
+    list_args: ClassVar[tuple[str, ...]] = ()
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    probe_note: ClassVar[str | None] = None
+    default_timeout_s: ClassVar[float] = DEFAULT_TOOL_TIMEOUT_S
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, timeout_s: float | None = None) -> None:
+        super().__init__(clock)
+        self.timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
+        self.tool: CliTool | None = None
+        self.cards: dict[int, CardInfo] = {}
+        self._presence = Presence(self.name, clock)
+
+    # -- what subclasses provide --------------------------------------------------
+    @staticmethod
+    def parse(text: str) -> dict[int, CardReading]:
+        raise NotImplementedError
+
+    @staticmethod
+    def header_version(text: str) -> str | None:
+        return None
+
+    # -- common machinery ----------------------------------------------------------
+    @classmethod
+    def locate(cls) -> str | None:
+        for t in cls.tools:
+            p = find_tool(t)
+            if p:
+                return p
+        return None
+
+    @classmethod
+    def probe(cls) -> Probe:
+        def why(reason: str) -> str:
+            return f"{reason}; {cls.probe_note}" if cls.probe_note else reason
+
+        try:
+            path = cls.locate()
+            if path is None:
+                return Probe(cls.name, False, why(f"{cls.tools[0]} not found"), verified=cls.verified)
+            # The listing itself: its header names the version, and a tool that hangs
+            # or fails here would fail discovery too.
+            try:
+                run = run_tool([path, *cls.list_args], timeout_s=cls.default_timeout_s)
+            except BackendError as e:
+                return Probe(cls.name, False, why(str(e)), None, path, verified=cls.verified)
+            return Probe(cls.name, True, cls.probe_note, cls.header_version(run.stdout), path, verified=cls.verified)
+        except Exception as e:  # a probe must never take doctor down
+            return Probe(cls.name, False, why(f"probe failed: {type(e).__name__}: {e}"), verified=cls.verified)
+
+    def _tool(self) -> CliTool:
+        if self.tool is None:
+            path = self.locate()
+            if path is None:
+                raise BackendUnavailable(f"{self.tools[0]} not found")
+            self.tool = CliTool(self.tools[0], path, self.timeout_s, version_args=self.version_args,
+                                header_version=self.header_version)
+        return self.tool
+
+    def read(self) -> dict[int, CardReading]:
+        return self._tool().run_parse(self.list_args, type(self).parse)
+
+    def discover(self) -> list[CardInfo]:
+        readings = self.read()
+        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
+        self._presence.set_known(self.cards)
+        return list(self.cards.values())
+
+    def sample(self) -> list[CardSample]:
+        if not self.cards:
+            self.discover()
+        readings = self.read()
+        t = self.clock()
+        out = [r.to_sample(t, i, self.cards[i]) for i, r in sorted(readings.items()) if i in self.cards]
+        self.events.extend(self._presence.update(i for i in readings if i in self.cards))
+        return out
+
+
+def add_proc(procs: dict[str, int | None], pid: int, mem: int | None) -> None:
+    """Add a process row; a pid listed twice on one card (several contexts) sums."""
+    key = str(pid)
+    if key in procs and procs[key] is not None and mem is not None:
+        procs[key] = procs[key] + mem  # type: ignore[operator]
+    elif key not in procs or procs[key] is None:
+        procs[key] = mem

@@ -1,0 +1,212 @@
+"""Kunlunxin XPUs (P800, R200 …) through Kunlunxin's ``xpu-smi`` (also installed as ``xpu_smi``).
+
+Its default view is an nvidia-smi clone with a third row per card::
+
+    | XPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+    | Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | XPU-Util  Compute M. |
+    |                               |             L3-Usage |            SR-IOV M. |
+    |   0  P800 OAM           N/A   | 00000000:03:00.0 N/A |                    0 |
+    | N/A   37C  N/A     85W / 400W |      0MiB / 98304MiB |      0%      Default |
+    |                               |      0MiB /    96MiB |             Disabled |
+
+Intel's XPU Manager ships a tool of the same name. Which one is on PATH is told by
+what it prints (never by the name): Kunlunxin's table says "XPU-SMI … Driver Version",
+"XPU-RT Version", "XPU-Util"; Intel's prints JSON (``discovery -j``), "Intel(R)",
+"Level Zero" or a "| Device ID |" table. The intel backend tells them apart the same
+way, so exactly one of the two claims a given ``xpu-smi``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from sattui.vendors._parse import CardReading, layout_error, one_line, pct, to_bytes
+from sattui.vendors.base import BackendUnavailable, Probe, ToolError, find_tool, register, run_tool
+from sattui.vendors._table import (
+    CliTool,
+    TableToolBackend,
+    add_proc,
+    find_key,
+    first_line,
+    mem_pair,
+    read_table,
+    search_version,
+    split_pair,
+    temp_c,
+    to_index,
+    watts,
+)
+
+XPU_SMI_NAMES = ("xpu-smi", "xpu_smi")
+KUNLUN_DIRS = ("/usr/local/xpu/bin", "/usr/local/bin", "/usr/bin")
+INTEL_REASON = "xpu-smi on PATH is Intel's XPU Manager, not Kunlunxin's (the intel backend reads it)"
+
+_KUNLUN_RE = re.compile(r"Kunlun|XPU-RT Version|XPU-SMI\s+Driver Version|XPU-Util|\bP800\b|\bR[23]00\b")
+_INTEL_RE = re.compile(r'"device_list"|Intel\(R\)|\bIntel\b|Level Zero|XPU Manager|^\s*CLI:\s*$|^\|\s*Device ID\s*\|',
+                       re.M)
+
+
+def identify_xpu_smi(text: str) -> str | None:
+    """"kunlun", "intel" or None (cannot tell) from anything an ``xpu-smi`` printed."""
+    if _KUNLUN_RE.search(text):
+        return "kunlun"
+    if _INTEL_RE.search(text):
+        return "intel"
+    s = text.strip()
+    if s[:1] in ("{", "["):
+        try:
+            json.loads(s)
+        except ValueError:
+            return None
+        return "intel"  # Kunlunxin's default view is never JSON
+    return None
+
+
+def xpu_smi_version(text: str) -> str | None:
+    """Kunlunxin's header names no tool version, only the driver's: 'driver 5.0.21.26'."""
+    v = search_version(text, r"Driver Version:\s*v?(\d[\w.\-]*)")
+    return f"driver {v}" if v else None
+
+
+def _is_card_header(labels: set[str]) -> bool:
+    return "xpu" in labels and "name" in labels
+
+
+def parse_xpu_smi(text: str) -> dict[int, CardReading]:
+    """Kunlunxin ``xpu-smi`` (no arguments) → one reading per XPU, processes included.
+
+    ``procs`` is ``{}`` for every card when the process table lists nothing, ``None``
+    when the output has no process table.
+    """
+    lines = text.splitlines()
+    table = read_table(lines, 0, _is_card_header, what="XPU table")
+    if table is None:
+        raise layout_error(f"no XPU table (a header with 'XPU' and 'Name'); output starts {one_line(first_line(text))}")
+    out: dict[int, CardReading] = {}
+    for rec in table.records:
+        idx = to_index(rec.get("xpu"), "XPU")
+        w = f"XPU {idx}"
+        r = CardReading(index=idx, name=rec.get("name"), bus=rec.get("bus-id"))
+        r.util = pct(rec.get(find_key(rec, "xpu-util", contains=("util",)) or "xpu-util"), f"{w} XPU-Util")
+        r.temp_c = temp_c(rec.get("temp"), f"{w} Temp")
+        used, cap = split_pair(rec.get(find_key(rec, "pwr:usage/cap", contains=("pwr",)) or "pwr"), f"{w} Pwr")
+        r.power_w = watts(used, f"{w} Pwr:Usage")
+        r.power_limit_w = watts(cap, f"{w} Pwr:Cap")
+        # Memory-Usage is the HBM; the third row's L3-Usage is on-chip SRAM, not "memory".
+        r.mem_used, r.mem_total = mem_pair(*split_pair(rec.get("memory-usage"), f"{w} Memory-Usage"),
+                                           f"{w} Memory-Usage")
+        out[idx] = r
+    procs = read_table(lines, table.end, lambda labels: "pid" in labels, rows_per_record=1, what="process table")
+    if procs is not None:
+        for r in out.values():
+            r.procs = {}
+        for rec in procs.records:
+            card = to_index(rec.get(find_key(rec, "xpu", "gpu") or "xpu"), "process XPU")
+            pid = to_index(rec.get("pid"), "process PID")
+            mem_key = find_key(rec, contains=("memory", "usage"))
+            mem = to_bytes(rec.get(mem_key) if mem_key else None, "MiB", what=f"process {pid} memory")
+            if card in out:
+                add_proc(out[card].procs, pid, mem)  # type: ignore[arg-type]
+    return out
+
+
+@dataclass
+class Located:
+    """What looking for Kunlunxin's tool found (see ``locate_kunlun``)."""
+
+    path: str | None = None  # the tool to use (its kind may be unclear: ``text`` decides)
+    text: str | None = None  # its default output, already read once
+    why: str = ""  # why none is usable, one line
+    failure: ToolError | None = None  # a candidate that hung or failed (not Intel's)
+    intel: bool = False  # an xpu-smi on PATH is Intel's
+
+
+def locate_kunlun(timeout_s: float) -> Located:
+    """The first ``xpu-smi``/``xpu_smi`` that is Kunlunxin's, told by its default output.
+
+    A tool whose output cannot be told apart is returned too (with its text) so
+    discovery can name its version in a ``ParseError``; Intel's never is.
+    """
+    found = Located()
+    reasons: list[str] = []
+    unclear: tuple[str, str] | None = None
+    for name in XPU_SMI_NAMES:
+        path = find_tool(name, KUNLUN_DIRS)
+        if path is None:
+            continue
+        try:
+            run = run_tool([path], timeout_s=timeout_s, ok_codes=tuple(range(0, 256)))
+        except BackendUnavailable as e:  # found but not runnable (permissions)
+            reasons.append(str(e))
+            continue
+        except ToolError as e:
+            reasons.append(str(e))
+            found.failure = found.failure or e
+            continue
+        text = run.stdout + "\n" + run.stderr
+        kind = identify_xpu_smi(text)
+        if kind == "intel":
+            reasons.append(INTEL_REASON if name == "xpu-smi" else INTEL_REASON.replace("xpu-smi", name, 1))
+            found.intel = True
+            continue
+        if run.returncode != 0:
+            msg = f"{name} exited {run.returncode}: {first_line(text)[:120]}"
+            reasons.append(msg)
+            found.failure = found.failure or ToolError(msg)
+            continue
+        if kind == "kunlun":
+            return Located(path, run.stdout)
+        reasons.append(f"{name} printed no Kunlunxin table (starts {one_line(first_line(text))})")
+        unclear = unclear or (path, run.stdout)
+    found.why = "; ".join(reasons) or "xpu-smi (Kunlunxin) not found"
+    if unclear is not None:
+        found.path, found.text = unclear
+    return found
+
+
+@register
+class KunlunBackend(TableToolBackend):
+    name = "kunlun"
+    vendor = "kunlunxin"
+    # xpu-smi queries every XPU through the driver: ~0.2–0.5 s a call.
+    min_interval_s = 1.0
+    tools = XPU_SMI_NAMES
+    list_args = ()
+
+    parse = staticmethod(parse_xpu_smi)
+    header_version = staticmethod(xpu_smi_version)
+    _located_text: str | None = None  # the answer read while telling the tool apart
+
+    @classmethod
+    def probe(cls) -> Probe:
+        try:
+            loc = locate_kunlun(cls.default_timeout_s)
+            if loc.path is None or loc.text is None or identify_xpu_smi(loc.text) != "kunlun":
+                return Probe(cls.name, False, loc.why, None, loc.path)
+            return Probe(cls.name, True, None, xpu_smi_version(loc.text), loc.path)
+        except Exception as e:  # a probe must never take doctor down
+            return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
+
+    def _tool(self) -> CliTool:
+        if self.tool is None:
+            loc = locate_kunlun(self.timeout_s)
+            if loc.path is None:
+                # A Kunlunxin-looking candidate that hung or crashed is a tool failure
+                # (the caller retries); Intel's tool or none at all is "not here".
+                if loc.failure is not None and not loc.intel:
+                    raise ToolError(loc.why)
+                raise BackendUnavailable(loc.why)
+            self.tool = CliTool("xpu-smi", loc.path, self.timeout_s, header_version=xpu_smi_version)
+            self._located_text = loc.text
+        return self.tool
+
+    def read(self) -> dict[int, CardReading]:
+        tool = self._tool()
+        # Telling Kunlunxin's tool from Intel's already ran it once; parse that answer
+        # rather than asking again.
+        text, self._located_text = self._located_text, None
+        if text is not None:
+            return tool.parse(parse_xpu_smi, text)
+        return tool.run_parse((), parse_xpu_smi)
