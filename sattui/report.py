@@ -8,6 +8,7 @@ capped).
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,27 @@ _LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "
 
 def is_library_file(filename: str) -> bool:
     return any(m in filename for m in _LIB_MARKERS)
+
+
+def short_path(filename: str) -> str:
+    """``/…/site-packages/torch/optim/sgd.py`` → ``torch/optim/sgd.py``; stdlib → ``selectors.py``."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1]
+    i = filename.find("/lib/python")
+    if i >= 0:
+        rest = filename[i + len("/lib/python"):]
+        return rest.split("/", 1)[1] if "/" in rest else rest
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return rel if not rel.startswith("../") else filename
+
+
+def frame_label(f: Frame) -> str:
+    where = short_path(f.filename)
+    return f"{f.name} ({where}:{f.line})" if f.line is not None else f"{f.name} ({where})"
 
 
 @dataclass
@@ -166,19 +188,29 @@ class ReportBuilder:
         return max(self._tick_workers.values(), default=0)
 
     def top_stacks(self, n: int = TOP_STACKS) -> list[dict[str, Any]]:
+        """The main thread's time by (state, innermost frame, innermost user frame).
+
+        Whole stacks differ in a line number deep inside a library and would split one
+        wait into many rows; the leaf and the user's own line are what a person acts on.
+        """
         total = self.sampled_s or 1.0
-        best = sorted(self.stack_s.items(), key=lambda kv: kv[1], reverse=True)[:n]
-        out = []
-        for (state, frames), secs in best:
+        groups: dict[tuple[str, str | None, str | None], list[Any]] = {}
+        for (state, frames), secs in self.stack_s.items():
             user = next((f for f in frames if not is_library_file(f.filename)), None)
-            out.append({
-                "state": state,
-                "share": round(secs / total, 4),
-                "leaf": frames[0].label() if frames else None,
-                "user_frame": user.label() if user else None,
-                "frames": [f.label() for f in frames],
-            })
-        return out
+            leaf = frame_label(frames[0]) if frames else None
+            key = (state, leaf, frame_label(user) if user else None)
+            g = groups.setdefault(key, [0.0, frames, 0.0])
+            g[0] += secs
+            if secs > g[2]:  # keep the most frequent full stack as the example
+                g[1], g[2] = frames, secs
+        best = sorted(groups.items(), key=lambda kv: kv[1][0], reverse=True)[:n]
+        return [{
+            "state": state,
+            "share": round(secs / total, 4),
+            "leaf": leaf,
+            "user_frame": user,
+            "frames": [frame_label(f) for f in frames],
+        } for (state, leaf, user), (secs, frames, _) in best]
 
     def result(self) -> dict[str, Any]:
         h = self.header

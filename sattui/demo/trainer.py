@@ -213,4 +213,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        # Ctrl-C, or `sattui record -- CMD` ending first: stop quietly.
+        print("trainer interrupted", flush=True)
+        raise SystemExit(130) from None
