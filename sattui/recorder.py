@@ -137,6 +137,10 @@ class Recorder:
             if backend is not None:
                 backend.close()
             raise
+        if backend is not None and skipped:
+            writer.write(Event(self.clock(), "backends_skipped",
+                               f"using {backend.name}; passed over: " + "; ".join(skipped),
+                               {"skipped": skipped}).to_record())
         if backend is None and skipped:
             writer.write(Event(self.clock(), "no_accelerator", "no accelerator found: " + "; ".join(skipped),
                                {"skipped": skipped}).to_record())
