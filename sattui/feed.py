@@ -1,0 +1,80 @@
+"""Records into the Timeline: the one path from samples (live or replayed) to windows.
+
+Series keys in the Timeline:
+
+========================  =================================  ===================
+kind                      key                                item
+========================  =================================  ===================
+``card``                  card index                         ``CardSample``
+``proc``                  pid (pin thread: its tid)          ``ProcSample``
+``stack``                 pid of the sampled process         ``StackSample`` (main thread only)
+``event``                 ``0``                              ``Event``
+``finding``               ``0``                              finding ``dict``
+========================  =================================  ===================
+
+Only main-thread stack samples go to the Timeline: they carry the trainer's state and
+are what the strips and rules read; other threads stay in the recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from sattui.model import CardSample, Event, ProcSample, StackChunk
+from sattui.record import samples_from_record
+from sattui.timeline import Timeline
+
+_CARD_FIELDS = tuple(f.name for f in fields(CardSample))
+_PROC_FIELDS = tuple(f.name for f in fields(ProcSample))
+_EVENT_KEYS = ("kind", "t", "type", "message")
+
+
+def card_from_record(rec: dict[str, Any]) -> CardSample:
+    return CardSample(**{k: rec.get(k) for k in _CARD_FIELDS})
+
+
+def proc_from_record(rec: dict[str, Any]) -> ProcSample:
+    return ProcSample(**{k: rec.get(k) for k in _PROC_FIELDS})
+
+
+def event_from_record(rec: dict[str, Any]) -> Event:
+    return Event(float(rec["t"]), str(rec.get("type")), str(rec.get("message") or ""),
+                 {k: v for k, v in rec.items() if k not in _EVENT_KEYS})
+
+
+class Feed:
+    """Adds records (dicts, as in a recording) or live model objects to a Timeline."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+
+    def add_record(self, rec: dict[str, Any]) -> None:
+        kind = rec.get("kind")
+        if kind == "card":
+            self.add_card(card_from_record(rec))
+        elif kind == "proc":
+            self.add_proc(proc_from_record(rec))
+        elif kind == "stacks":
+            pid = int(rec["pid"])
+            for s in samples_from_record(rec):
+                if s.tid == pid:
+                    self.timeline.add("stack", pid, s.t, s)
+        elif kind == "event":
+            self.add_event(event_from_record(rec))
+        elif kind == "finding":
+            self.timeline.add("finding", 0, float(rec["t"]), rec)
+
+    def add_card(self, s: CardSample) -> None:
+        self.timeline.add("card", s.card, s.t, s)
+
+    def add_proc(self, s: ProcSample) -> None:
+        self.timeline.add("proc", s.pid, s.t, s)
+
+    def add_chunk(self, chunk: StackChunk) -> None:
+        for s in chunk.samples:
+            if s.is_main:
+                self.timeline.add("stack", chunk.pid, s.t, s)
+
+    def add_event(self, ev: Event) -> None:
+        self.timeline.add("event", 0, ev.t, ev)
