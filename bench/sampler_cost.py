@@ -1,0 +1,309 @@
+"""What the py-spy stack sampler costs, and how well it covers time.
+
+    python bench/sampler_cost.py            # full grid, ~9 minutes on 2 cores
+    python bench/sampler_cost.py --quick    # default rate/chunk only, ~2 minutes
+
+For each target (the example trainer ``python -m sattui.demo.trainer --scenario
+input_bound`` as is (~4 threads) and with ``--extra-threads 56`` (~60 threads)), rate and
+chunk length, it runs sattui's StackSampler for a window and prints:
+
+- py-spy CPU: CPU time of the py-spy processes (reaped children of this process) over
+  the window, in cores (1.0 = one core busy);
+- parse CPU: this process's own CPU (the sampler thread: spawning, reading, parsing);
+- coverage: share of the steady-state span [first chunk start, last chunk end] covered
+  by main-thread samples, the gaps between chunks, and the attach-to-first-sample time;
+- errors: py-spy's own "Errors" count per sample taken.
+
+Then timestamp accuracy on a probe process whose main thread switches between two
+functions at times it logs itself: the error of each switch as seen in the samples.
+
+Other processes on the machine add noise: the load average is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sattui.model import StackChunk  # noqa: E402
+from sattui.trainer.stacks import (  # noqa: E402
+    DEFAULT_CHUNK_S,
+    DEFAULT_RATE_HZ,
+    StackSampler,
+    find_py_spy,
+    py_spy_version,
+)
+
+T0 = time.monotonic()
+
+
+def clock() -> float:
+    return time.monotonic() - T0
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+@dataclass
+class Row:
+    threads: int
+    rate: int
+    chunk: float
+    mode: str
+    window_s: float
+    pyspy_cores: float
+    parse_cores: float
+    coverage: float
+    gap_mean_ms: float
+    gap_max_ms: float
+    first_sample_ms: float
+    chunks: int
+    err_per_sample: float
+    main_spans_per_s: float
+
+
+def measure(pid: int, n_threads: int, rate: int, chunk: float, window: float, overlap: bool,
+            budget: bool = False) -> Row:
+    chunks: list[StackChunk] = []
+    lock = threading.Lock()
+
+    def on_chunk(c: StackChunk) -> None:
+        with lock:
+            chunks.append(c)
+
+    events = []
+    sampler = StackSampler(pid, clock, on_chunk, events.append, rate_hz=rate, chunk_s=chunk)
+    sampler.overlap = overlap
+    if not budget:
+        sampler.cpu_budget = None  # measure the rate asked for, not an adapted one
+    cpu0, self0, w0 = children_cpu(), time.process_time(), clock()
+    sampler.start()
+    time.sleep(window)
+    sampler.stop()
+    cpu1, self1, w1 = children_cpu(), time.process_time(), clock()
+    if sampler.status != "stopped" or [e for e in events if e.type != "sampler_rate"]:
+        print(f"  ! sampler status {sampler.status}: {[e.message for e in events]}", file=sys.stderr)
+    wall = w1 - w0
+    gaps = [max(0.0, b.t - a.t_end) for a, b in zip(chunks, chunks[1:])]
+    if chunks:
+        span = chunks[-1].t_end - chunks[0].t
+        covered = sum(s.dur for c in chunks for s in c.samples if s.is_main)
+        n_main = sum(1 for c in chunks for s in c.samples if s.is_main)
+    else:
+        span, covered, n_main = 0.0, 0.0, 0
+    firsts = [r.t_first - r.t_spawn for r in sampler.runs if r.t_first is not None]
+    taken = sum(r.samples or 0 for r in sampler.runs)
+    errs = sum(r.errors or 0 for r in sampler.runs)
+    return Row(
+        threads=n_threads, rate=rate, chunk=chunk,
+        mode=("overlap" if overlap else "sequential") if not budget else
+        "budget " + "→".join(str(r) for r in dict.fromkeys(r.rate_hz for r in sampler.runs)) + " Hz",
+        window_s=wall, pyspy_cores=(cpu1 - cpu0) / wall, parse_cores=(self1 - self0) / wall,
+        coverage=covered / span if span else 0.0,
+        gap_mean_ms=1000 * statistics.fmean(gaps) if gaps else 0.0,
+        gap_max_ms=1000 * max(gaps) if gaps else 0.0,
+        first_sample_ms=1000 * statistics.median(firsts) if firsts else float("nan"),
+        chunks=len(chunks), err_per_sample=errs / taken if taken else 0.0,
+        main_spans_per_s=n_main / span if span else 0.0,
+    )
+
+
+def start_trainer(extra_threads: int, seconds: float) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "sattui.demo.trainer", "--scenario", "input_bound",
+           "--seconds", str(seconds), "--extra-threads", str(extra_threads)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=Path(__file__).resolve().parents[1])
+
+
+def thread_count(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return -1
+
+
+def run_grid(extra: int, rates: list[int], chunks: list[float], window: float, warmup: float,
+             overlap: bool, budget: bool = False) -> list[Row]:
+    rows = []
+    for rate in rates:
+        need = warmup + len(chunks) * (window + 2.5) + 3
+        tr = start_trainer(extra, max(60.0, need))
+        try:
+            time.sleep(warmup)
+            n = thread_count(tr.pid)
+            for chunk in chunks:
+                row = measure(tr.pid, n, rate, chunk, window, overlap, budget)
+                rows.append(row)
+                print_row(row)
+                time.sleep(0.5)
+        finally:
+            tr.kill()
+            tr.wait()
+    return rows
+
+
+HEADER = ("| threads | rate Hz | chunk s | mode | py-spy CPU (cores) | parse CPU | coverage "
+          "| gap mean / max ms | attach→1st sample ms | errors/sample |")
+
+
+def print_row(r: Row) -> None:
+    print(f"| {r.threads} | {r.rate} | {r.chunk:g} | {r.mode} | {r.pyspy_cores:.3f} | {r.parse_cores:.3f} "
+          f"| {100 * r.coverage:.1f} % | {r.gap_mean_ms:.0f} / {r.gap_max_ms:.0f} | {r.first_sample_ms:.0f} "
+          f"| {r.err_per_sample:.4f} |", flush=True)
+
+
+PROBE = textwrap.dedent("""
+    import random, sys, threading, time
+    stop = threading.Event()
+    for i in range(3):
+        threading.Thread(target=stop.wait, daemon=True).start()
+    log = open(sys.argv[1], "w", buffering=1)
+    def phase_a(d): time.sleep(d)
+    def phase_b(d): time.sleep(d)
+    rng = random.Random(1)
+    end = time.monotonic() + float(sys.argv[2])
+    print("ready", flush=True)
+    while time.monotonic() < end:
+        for name, fn in (("a", phase_a), ("b", phase_b)):
+            d = rng.uniform(0.15, 0.35)
+            log.write(f"{name} {time.monotonic()!r}\\n")
+            fn(d)
+""")
+
+
+def timestamp_accuracy(rate: int, chunk: float, seconds: float) -> dict[str, float]:
+    """Sampled phase switches vs the switch times the probe logged (CLOCK_MONOTONIC).
+
+    The example trainer runs alongside, so both cores are busy as on a real training
+    machine: py-spy's own start-up then gets delayed now and then, which is what the
+    clock-origin estimate has to survive.
+    """
+    load = start_trainer(0, seconds + 15)
+    time.sleep(5)
+    try:
+        return _probe(rate, chunk, seconds)
+    finally:
+        load.kill()
+        load.wait()
+
+
+def _probe(rate: int, chunk: float, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_path = Path(tmp) / "truth.txt"
+        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(truth_path), str(seconds + 4)],
+                                 stdout=subprocess.PIPE, text=True)
+        assert probe.stdout is not None
+        probe.stdout.readline()
+        chunks: list[StackChunk] = []
+        sampler = StackSampler(probe.pid, clock, chunks.append, lambda e: None, rate_hz=rate, chunk_s=chunk)
+        sampler.start()
+        time.sleep(seconds)
+        sampler.stop()
+        probe.kill()
+        probe.wait()
+        truth = []
+        for line in truth_path.read_text().splitlines():
+            name, mono = line.split()
+            truth.append((float(mono) - T0, name))
+    seen = []  # (t, phase) where the main thread's phase changed in the samples
+    prev = None
+    for c in chunks:
+        for s in sorted((s for s in c.samples if s.is_main), key=lambda s: s.t):
+            names = [f.name for f in s.frames]
+            phase = "a" if "phase_a" in names else "b" if "phase_b" in names else None
+            if phase and phase != prev:
+                seen.append((s.t, phase))
+            prev = phase or prev
+    errors = []
+    for t, phase in seen[1:]:
+        cands = [ts for ts, name in truth if name == phase and ts <= t + 0.1]
+        if cands:
+            errors.append(t - cands[-1])
+    errors.sort()
+    if not errors:
+        return {"n": 0}
+    q = lambda p: errors[min(len(errors) - 1, int(p * len(errors)))]  # noqa: E731
+    return {"n": len(errors), "min_ms": 1000 * errors[0], "median_ms": 1000 * q(0.5),
+            "p90_ms": 1000 * q(0.9), "max_ms": 1000 * errors[-1],
+            "expected_mean_ms": 1000 / rate}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="10,20,50")
+    ap.add_argument("--chunks", default="1,2,5")
+    ap.add_argument("--extra-threads", default="0,56", help="targets: extra idle threads in the trainer")
+    ap.add_argument("--window", type=float, default=15.0, help="seconds sampled per configuration")
+    ap.add_argument("--warmup", type=float, default=8.0, help="trainer start-up left out")
+    ap.add_argument("--no-sequential", action="store_true",
+                    help="skip the comparison with chunks run one after another")
+    ap.add_argument("--no-accuracy", action="store_true")
+    ap.add_argument("--accuracy-only", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="default rate and chunk only")
+    args = ap.parse_args()
+    rates = [int(x) for x in args.rates.split(",")]
+    chunks = [float(x) for x in args.chunks.split(",")]
+    if args.quick:
+        rates, chunks = [int(DEFAULT_RATE_HZ)], [DEFAULT_CHUNK_S]
+    py_spy = find_py_spy()
+    if py_spy is None:
+        print("py-spy not found", file=sys.stderr)
+        return 2
+    try:
+        # Not imported: this process's own CPU is measured, and a torch import would
+        # make every fork of it (one per chunk) dearer.
+        torch_v = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        print("torch is needed for the example trainer", file=sys.stderr)
+        return 2
+    print(f"# sampler_cost: py-spy {py_spy_version(py_spy)} ({py_spy}), torch {torch_v}, "
+          f"Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    print(f"# defaults: {DEFAULT_RATE_HZ:g} Hz, {DEFAULT_CHUNK_S:g} s chunks; window {args.window:g} s each")
+    print()
+    print(HEADER)
+    print("|---" * (HEADER.count("|") - 1) + "|")
+    rows: list[Row] = []
+    for extra in (int(x) for x in args.extra_threads.split(",") if not args.accuracy_only):
+        rows += run_grid(extra, rates, chunks, args.window, args.warmup, overlap=True)
+        if not args.no_sequential:
+            rows += run_grid(extra, [int(DEFAULT_RATE_HZ)], chunks, args.window, args.warmup, overlap=False)
+        # The sampler as sattui runs it (default rate and chunk, CPU budget on), and asked
+        # for twice the rate, which the budget has to pull down on the big target.
+        rows += run_grid(extra, [int(DEFAULT_RATE_HZ), int(2 * DEFAULT_RATE_HZ)], [DEFAULT_CHUNK_S],
+                         2 * args.window, args.warmup, overlap=True, budget=True)
+    print(f"\n# load average at end {os.getloadavg()[0]:.2f}")
+    if not args.no_accuracy:
+        print("\nTimestamp accuracy (probe switching functions every 150-350 ms, trainer alongside):")
+        print("\n| rate Hz | switches | error min / median / p90 / max ms | mean sample interval ms |")
+        print("|---|---|---|---|")
+        for rate in rates:
+            acc = timestamp_accuracy(rate, DEFAULT_CHUNK_S, args.window)
+            if acc.get("n"):
+                print(f"| {rate} | {acc['n']:.0f} | {acc['min_ms']:.0f} / {acc['median_ms']:.0f} / "
+                      f"{acc['p90_ms']:.0f} / {acc['max_ms']:.0f} | {acc['expected_mean_ms']:.0f} |", flush=True)
+            else:
+                print(f"| {rate} | 0 | - | - |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
