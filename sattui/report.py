@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +150,7 @@ class ReportBuilder:
             self.rates.add(float(rec["rate_hz"]))
         frames = [Frame(str(n), str(fn), ln if isinstance(ln, int) else None) for n, fn, ln in rec["frames"]]
         stacks = [tuple(frames[i] for i in ids) for ids in rec["stacks"]]
+        local: dict[tuple[str, int], float] = defaultdict(float)
         for _t, dur, tid, si, state in rec["samples"]:
             if int(tid) != pid or state is None:
                 continue
@@ -158,6 +160,9 @@ class ReportBuilder:
                 continue
             self.sampled_s += dur
             self.state_s[state] += dur
+            local[(state, si)] += dur
+        # Hashing a whole stack per sample is the cost here: once per distinct stack.
+        for (state, si), dur in local.items():
             key = (state, stacks[si])
             if key in self.stack_s or len(self.stack_s) < MAX_DISTINCT_STACKS:
                 self.stack_s[key] += dur
@@ -277,11 +282,19 @@ class ReportBuilder:
 
 
 def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
+    """The report of a recording: aggregates, plus the advisor's verdict, findings and
+    efficiency from replaying it (sattui/advisor/judge.py). One pass over the file."""
+    from sattui.advisor.judge import Judge
+
     reader = RecordingReader(path)
     builder = ReportBuilder(reader.header)
+    judge = Judge(reader.header)
     for rec in reader.records():
         builder.add(rec)
-    return builder.result(), reader.warnings
+        judge.add(rec)
+    rep = builder.result()
+    rep.update(judge.result())
+    return rep, reader.warnings
 
 
 def _fmt_bytes(n: float | None) -> str:
@@ -298,8 +311,87 @@ def _fmt_cpu(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
+_SEV_LABEL = {"high": "HIGH", "medium": "MEDIUM", "low": "low", "info": "info"}
+
+
+def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, list):
+        out = []
+        for i, item in enumerate(v):
+            text = _fmt_value(item)
+            if sum(len(x) + 1 for x in out) + len(text) > 90:
+                out.append(f"… +{len(v) - i}")
+                break
+            out.append(text)
+        return "[" + ", ".join(out) + "]"
+    if isinstance(v, dict):
+        text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+        return text if len(text) <= 90 else text[:87] + "…"
+    return str(v)
+
+
+def _fmt_evidence(ev: dict[str, Any]) -> str:
+    parts = [f"{k}={_fmt_value(v)}" for k, v in ev.items() if v not in (None, [], {}, "")]
+    return ", ".join(parts)
+
+
+def _verdict_lines(rep: dict[str, Any]) -> list[str]:
+    v = rep.get("verdict")
+    if not v:
+        return []
+    where = "".join(f" {k} {v[k]}" for k in ("card", "rank")
+                    if v.get(k) is not None and f"{k} {v[k]}" not in v["summary"])
+    led = ""
+    if v.get("evaluations"):
+        led = f" (led {v.get('led_share', 0) * 100:.0f}% of {v['evaluations']} evaluations"
+        led += f", impact {v['impact'] * 100:.0f}%)" if v.get("impact") else ")"
+    lines = [f"verdict     {_SEV_LABEL.get(v['severity'], v['severity'])} {v['rule']}{where}: {v['summary']}{led}"]
+    eff = (rep.get("efficiency") or {}).get("job")
+    if eff:
+        lines.append(f"efficiency  job η {eff['eta']:.2f} ({eff['method']}), "
+                     f"{eff['idle_card_hours']:.2f} idle card-hours")
+    return lines
+
+
+def _finding_lines(rep: dict[str, Any]) -> list[str]:
+    fs = [f for f in rep.get("findings") or [] if f["rule"] != "no_data"]
+    lines: list[str] = []
+    if fs:
+        lines += ["", "findings (severity, impact = share of wall time a fix would recover)"]
+        for f in fs:
+            where = "".join(f" {k} {f[k]}" for k in ("card", "rank")
+                            if f.get(k) is not None and f"{k} {f[k]}" not in f["summary"])
+            seen = (f" [{f['evaluations']} eval., {f['first_t']:.0f}–{f['last_t']:.0f} s]"
+                    if f.get("evaluations") else "")
+            lines.append(f"  {_SEV_LABEL.get(f['severity'], f['severity']):<6} {f['impact'] * 100:3.0f}%  "
+                         f"{f['rule']}{where}{seen}")
+            lines += _wrap(f["summary"], "          ")
+            ev = _fmt_evidence(f.get("evidence") or {})
+            if ev:
+                lines += _wrap("evidence: " + ev, "          ")
+            if f.get("fix"):
+                lines += _wrap("fix: " + f["fix"], "          ")
+    cj = rep.get("cannot_judge") or []
+    if cj:
+        lines += ["", "cannot judge"]
+        by_reason: dict[str, list[str]] = {}
+        for c in cj:
+            by_reason.setdefault(c["reason"], []).append(c["rule"])
+        for reason, rules in by_reason.items():
+            lines += _wrap(f"{', '.join(rules)}: {reason}", "  ")
+    return lines
+
+
 def format_text(rep: dict[str, Any]) -> str:
-    lines = [f"recording   {rep['duration_s']:.1f} s, started {rep.get('started_at') or '?'} on {rep.get('host') or '?'}"]
+    lines = _verdict_lines(rep)
+    lines.append(f"recording   {rep['duration_s']:.1f} s, started {rep.get('started_at') or '?'} "
+                 f"on {rep.get('host') or '?'}")
     tr = rep.get("trainer")
     if tr:
         cmd = " ".join(tr.get("cmdline") or []) or "?"
@@ -307,11 +399,21 @@ def format_text(rep: dict[str, Any]) -> str:
         lines.append(f"workers     {tr['workers']} DataLoader worker(s) at most at once")
     else:
         lines.append("trainer     none (cards-only recording)")
+    etas = {e["card"]: e for e in (rep.get("efficiency") or {}).get("cards") or []}
     for c in rep.get("cards") or []:
         sim = " SIMULATED" if c.get("simulated") else ""
         util = "n/a" if c["util_mean"] is None else f"{c['util_mean']:.1f} %"
-        lines.append(f"card {c['card']}{sim}  {c.get('name') or '?'}: util mean {util}, "
+        extra = ""
+        if c.get("sm_active_mean") is not None:
+            extra += f", SM {c['sm_active_mean']:.1f} %"
+        if c.get("power_mean_w") is not None:
+            extra += f", power {c['power_mean_w']:.0f} W"
+        e = etas.get(c["card"])
+        if e and e.get("eta") is not None:
+            extra += f", η {e['eta']:.2f} ({e['method']})"
+        lines.append(f"card {c['card']}{sim}  {c.get('name') or '?'}: util mean {util}{extra}, "
                      f"mem max {_fmt_bytes(c['mem_used_max'])}")
+    lines += _finding_lines(rep)
     procs = rep.get("processes") or []
     if procs:
         lines += ["", "processes (cpu in cores, mean / max)"]

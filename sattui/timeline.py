@@ -110,7 +110,14 @@ class Ring(Generic[T]):
     def window(self, t0: float, t1: float) -> list[T]:
         """Samples with ``t0 <= t < t1``, oldest first."""
         a, b = self._bisect_left(t0), self._bisect_left(t1)
-        return [self._items[self._phys(i)] for i in range(a, b)]
+        if a >= b:
+            return []
+        # Slices, not a per-item index: the advisor reads 300 s windows every 5 s.
+        pa = (self._start + a) % self.capacity
+        end = pa + (b - a)
+        if end <= self.capacity:
+            return self._items[pa:end]
+        return self._items[pa:] + self._items[:end - self.capacity]
 
     def first_t(self) -> float | None:
         return self.time_at(0) if self._len else None

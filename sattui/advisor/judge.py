@@ -1,0 +1,195 @@
+"""Judging a recording: replay it through a Timeline, evaluate the Advisor every 5 s as
+the live monitor would, then aggregate.
+
+* verdict: the headline that led most evaluations after the warm-up (ties: the higher
+  mean impact, then precedence);
+* findings: every (rule, card, rank) that fired, with its highest severity, its mean
+  impact over the evaluations where it fired, and the summary and evidence of a
+  representative evaluation (at that severity, impact nearest the mean);
+* efficiency: η per card and for the job over the whole recording after the warm-up
+  (streamed, so memory does not grow with the file).
+
+``finding`` records already in the file (written live) are ignored and recomputed: the
+result depends only on the samples, so it is the same every time. The Timeline keeps
+the long window only, so memory is bounded whatever the recording's length.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sattui.advisor.base import SEV_RANK, AdvisorContext, Finding, Verdict
+from sattui.advisor.cost import EfficiencyMeter
+from sattui.advisor.verdict import PRECEDENCE, Advisor, explains
+from sattui.feed import Feed
+from sattui.record import RecordingReader
+from sattui.timeline import Timeline
+
+# A record may arrive a little after later ones (py-spy chunks are written when they
+# end, ~2 s; the writer flushes once a second): evaluate time T once records past
+# T + LAG_S are read.
+LAG_S = 4.0
+
+
+@dataclass
+class _Agg:
+    first: Finding
+    n: int = 0
+    impact_sum: float = 0.0
+    best: Finding | None = None
+    first_t: float = 0.0
+    last_t: float = 0.0
+
+    def add(self, f: Finding) -> None:
+        if self.n == 0:
+            self.first_t = f.t
+        self.n += 1
+        self.impact_sum += f.impact
+        self.last_t = f.t
+        # The shown summary and evidence: from an evaluation at the highest severity,
+        # the one whose impact is nearest the running mean (representative, not the
+        # outlier), so the text agrees with the reported mean impact.
+        b = self.best
+        if b is None or SEV_RANK[f.severity] > SEV_RANK[b.severity]:
+            self.best = f
+        elif SEV_RANK[f.severity] == SEV_RANK[b.severity]:
+            m = self.mean_impact
+            if abs(f.impact - m) <= abs(b.impact - m):
+                self.best = f
+
+    @property
+    def mean_impact(self) -> float:
+        return self.impact_sum / self.n if self.n else 0.0
+
+
+class Judge:
+    """Feed it a recording's records in file order (``add``), then call ``result``."""
+
+    def __init__(self, header: dict[str, Any], every_s: float = Advisor.EVERY_S, window_s: float = Advisor.WINDOW_S,
+                 long_window_s: float = 300.0, warmup_s: float = 10.0) -> None:
+        self.ctx = AdvisorContext.from_header(header)
+        self.every_s = every_s
+        self.timeline = Timeline(history_s=long_window_s + 2 * LAG_S + window_s)
+        self.feed = Feed(self.timeline)
+        self.advisor = Advisor(self.ctx, window_s=window_s, long_window_s=long_window_s, warmup_s=warmup_s)
+        self.settings = {"every_s": every_s, "window_s": window_s, "long_window_s": long_window_s,
+                         "warmup_s": warmup_s}
+        self.meter = EfficiencyMeter(self.ctx.cards, from_t=warmup_s)
+        self.next_t = every_s
+        self.max_t = 0.0
+        self.evaluations = 0
+        self.collecting = 0
+        self.heads: Counter[tuple[str, int | None, int | None]] = Counter()
+        self.head_impact: dict[tuple[str, int | None, int | None], float] = {}
+        self.aggs: dict[tuple[str, int | None, int | None], _Agg] = {}
+        self.cannot: dict[str, str] = {}
+        self.job_cards: set[int] = set()
+        self.last_no_data: Finding | None = None
+
+    def add(self, rec: dict[str, Any]) -> None:
+        kind = rec.get("kind")
+        if kind == "finding":
+            return
+        t = float(rec["t"])
+        while self.next_t <= t - LAG_S:
+            self._evaluate(self.next_t)
+            self.next_t += self.every_s
+        self.feed.add_record(rec)
+        if kind == "card":
+            self.meter.add(rec)
+        self.max_t = max(self.max_t, float(rec.get("t_end", t)))
+
+    def _evaluate(self, t: float) -> None:
+        v = self.advisor.evaluate(self.timeline, t)
+        self.timeline.drop_stale("proc", t - self.advisor.long_window_s)
+        self.cannot.update(v.cannot_judge)
+        self._count(v)
+
+    def _count(self, v: Verdict) -> None:
+        if v.collecting or v.headline is None:
+            self.collecting += 1
+            self.last_no_data = v.headline
+            return
+        self.evaluations += 1
+        if self.advisor.last_windows is not None:
+            self.job_cards.update(self.advisor.last_windows[0].job_cards)
+        h = v.headline
+        self.heads[h.key()] += 1
+        self.head_impact[h.key()] = self.head_impact.get(h.key(), 0.0) + h.impact
+        for f in v.findings:
+            agg = self.aggs.get(f.key())
+            if agg is None:
+                agg = self.aggs[f.key()] = _Agg(f)
+            agg.add(f)
+
+    def finish(self) -> None:
+        while self.next_t <= self.max_t + 1e-9:
+            self._evaluate(self.next_t)
+            self.next_t += self.every_s
+
+    def result(self) -> dict[str, Any]:
+        self.finish()
+        # The report applies the live suppression once more over the whole recording: a
+        # finding shown only until its explanation was raised (hysteresis needs two
+        # evaluations) is dropped when that explanation fired too.
+        bests = {k: (a.best or a.first) for k, a in self.aggs.items() if k[0] != "no_data"}
+        why: dict[tuple[str, int | None, int | None], set[str]] = {}
+        dropped = set()
+        for kb, b in bests.items():
+            for ka, a in bests.items():
+                if ka != kb and explains(a, b):
+                    dropped.add(kb)
+                    why.setdefault(ka, set()).add(b.rule)
+        findings = []
+        for key, agg in self.aggs.items():
+            if key[0] == "no_data" or key in dropped:
+                continue
+            d = self._finding_dict(agg)
+            if key in why:
+                d["evidence"] = {**d["evidence"], "explains": sorted(why[key] | set(d["evidence"].get("explains", [])))}
+            findings.append(d)
+        findings.sort(key=lambda f: (-SEV_RANK[f["severity"]], -f["impact"], PRECEDENCE.get(f["rule"], 99)))
+        if self.heads:
+            key = max(self.heads, key=lambda k: (self.heads[k], self.head_impact[k] / self.heads[k],
+                                                 -PRECEDENCE.get(k[0], 99)))
+            agg = self.aggs[key]
+            best = agg.best or agg.first
+            verdict = {"rule": key[0], "severity": best.severity, "impact": round(agg.mean_impact, 4),
+                       "summary": best.summary, "card": key[1], "rank": key[2],
+                       "led_share": round(self.heads[key] / self.evaluations, 4), "evaluations": self.evaluations}
+            if key[0] == "no_data":
+                findings.insert(0, self._finding_dict(agg))
+        else:
+            nd = self.last_no_data
+            summary = ("too little data to judge: " + (nd.summary if nd is not None else "the recording is empty")
+                       + f" ({self.max_t:.0f} s recorded)")
+            verdict = {"rule": "no_data", "severity": "info", "impact": 0.0, "summary": summary, "card": None,
+                       "rank": None, "led_share": 1.0, "evaluations": 0}
+            findings.insert(0, {"rule": "no_data", "severity": "info", "impact": 0.0, "card": None, "rank": None,
+                                "summary": summary, "evidence": {}, "fix": nd.fix if nd else "", "first_t": None,
+                                "last_t": None, "evaluations": 0, "share": 0.0})
+        cannot = [{"rule": r, "reason": why} for r, why in sorted(self.cannot.items(),
+                                                                  key=lambda kv: PRECEDENCE.get(kv[0], 99))]
+        return {"verdict": verdict, "findings": findings,
+                "efficiency": self.meter.result(sorted(self.job_cards) or None),
+                "cannot_judge": cannot,
+                "advisor": {**self.settings, "evaluations": self.evaluations, "collecting": self.collecting,
+                            "stacks": self.ctx.has_stacks, "no_stacks_reason": self.ctx.no_stacks_reason}}
+
+    def _finding_dict(self, agg: _Agg) -> dict[str, Any]:
+        best = agg.best or agg.first
+        return {"rule": best.rule, "severity": best.severity, "impact": round(agg.mean_impact, 4),
+                "card": best.card, "rank": best.rank, "summary": best.summary, "evidence": best.evidence,
+                "fix": best.fix, "first_t": round(agg.first_t, 1), "last_t": round(agg.last_t, 1),
+                "evaluations": agg.n, "share": round(agg.n / self.evaluations, 4) if self.evaluations else 0.0}
+
+
+def judge_recording(path: str) -> dict[str, Any]:
+    """``{"verdict", "findings", "efficiency", "cannot_judge", "advisor"}`` of a recording."""
+    reader = RecordingReader(path)
+    judge = Judge(reader.header)
+    for rec in reader.records():
+        judge.add(rec)
+    return judge.result()

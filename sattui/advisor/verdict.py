@@ -1,0 +1,293 @@
+"""The Advisor: runs every rule over the windows, applies hysteresis, suppression and
+precedence, and picks the headline (advisor-rules.md §3.1, §3.3).
+
+Per evaluation (every ~5 s):
+
+1. windows: W = the last 30 s, W_L = the last 300 s, both cut at the end of the warm-up
+   (the first 10 s after attach: imports, first allocations);
+2. every rule whose signals exist runs on its window (raw findings);
+3. hysteresis per (rule, card, rank): raised after 2 consecutive evaluations over the
+   threshold, kept while over 0.8 × the threshold, cleared after 3 consecutive
+   evaluations below that (event-like rules — debug settings, anomalies — skip it);
+4. suppression: a finding explained by another is dropped (a straggler explains the
+   waiting cards' low SM activity and the cards' imbalance; throttling explains a
+   straggler on the same card; a degraded link explains PCIe-boundness; an allocator
+   sawtooth or worker respawns explain periodic stalls that coincide; any cause
+   ≥ medium explains "starved, cause unknown");
+5. headline: the top cause ≥ medium by (severity, impact, precedence); else "healthy"
+   when its condition holds; else the top remaining finding; else no_data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_input, rules_system
+from sattui.advisor.base import SEV_RANK, AdvisorContext, Finding, Verdict, at_least
+from sattui.advisor.rules_system import healthy, no_data
+from sattui.advisor.window import StackBinner, Window
+from sattui.timeline import Timeline
+
+RuleFn = Callable[[Window, float], list[Finding]]
+
+RAISE_AFTER = 2
+CLEAR_AFTER = 3
+HOLD_RELAX = 0.8
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    id: str
+    anchor_id: str          # advisor-rules.md number (R01 …) or "new"
+    fn: RuleFn | None       # None: decided in the decision step (healthy, no_data)
+    window: str = "short"   # "short" (30 s) or "long" (300 s)
+    category: str = "cause"  # cause | modifier | info | cost
+    hysteresis: bool = True
+    needs: tuple[str, ...] = ()  # signals; see cannot_judge()
+
+
+RULES: tuple[RuleSpec, ...] = (
+    RuleSpec("debug_settings", "R18", rules_system.debug_settings, hysteresis=False),
+    RuleSpec("straggler", "R14", rules_host.straggler),
+    RuleSpec("comm_bound", "R14b", rules_host.comm_bound, needs=("stacks",)),
+    RuleSpec("periodic_stall", "R15", rules_host.periodic_stall, window="long"),
+    RuleSpec("worker_respawn", "R16", rules_input.worker_respawn, window="long"),
+    RuleSpec("main_process_loading", "R05", rules_input.main_process_loading, needs=("stacks",)),
+    RuleSpec("input_bound", "R01", rules_input.input_bound, needs=("stacks",)),
+    RuleSpec("worker_cpu_bound", "R02", rules_input.worker_cpu_bound, needs=("stacks",)),
+    RuleSpec("too_few_workers", "R03", rules_input.too_few_workers, needs=("stacks", "cpu_count")),
+    RuleSpec("worker_io_bound", "R04", rules_input.worker_io_bound, needs=("stacks",)),
+    RuleSpec("host_sync_stall", "R06", rules_host.host_sync_stall, needs=("stacks", "cards")),
+    RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link")),
+    RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie")),
+    RuleSpec("host_overhead_bound", "R07", rules_host.host_overhead_bound, needs=("stacks", "cards")),
+    RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks")),
+    RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm")),
+    RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",)),
+    RuleSpec("card_imbalance", "new", rules_gpu.card_imbalance, needs=("cards",)),
+    RuleSpec("low_tensor_core_use", "R09", rules_gpu.low_tensor_core_use, category="modifier",
+             needs=("cards", "sm", "tensor")),
+    RuleSpec("memory_near_full", "R11", rules_gpu.memory_near_full, category="info", needs=("cards",)),
+    RuleSpec("cpu_contention", "R17", rules_system.cpu_contention, needs=("cpu_count",)),
+    RuleSpec("starved_unattributed", "R19", rules_system.starved_unattributed, needs=("cards",)),
+    RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",)),
+    RuleSpec("pcie_saturated_sm_idle", "new", cost.pcie_saturated_sm_idle, category="cost",
+             needs=("cards", "sm", "pcie")),
+    RuleSpec("memory_swing", "new", cost.memory_swing, window="long", category="cost", needs=("cards",)),
+    RuleSpec("util_anomaly", "new", anomaly.util_anomaly, window="long", category="info", hysteresis=False,
+             needs=("cards",)),
+    RuleSpec("healthy", "R00", None, category="info", hysteresis=False),
+    RuleSpec("no_data", "new", None, category="info", hysteresis=False),
+)
+SPECS = {s.id: s for s in RULES}
+# advisor-rules.md §3.1 "Headline" order, with the new ids slotted in; the list order of
+# RULES above is that order.
+PRECEDENCE = {s.id: i for i, s in enumerate(RULES)}
+
+# Rules that read the trainer's stacks (said "cannot judge" without them).
+STACK_RULES = ("input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_bound", "main_process_loading",
+               "host_sync_stall", "host_overhead_bound", "comm_bound")
+
+
+def rank_key(f: Finding) -> tuple[int, float, int]:
+    return (-SEV_RANK[f.severity], -round(f.impact, 4), PRECEDENCE.get(f.rule, 99))
+
+
+def _same_card(a: Finding, b: Finding) -> bool:
+    return a.card is None or b.card is None or a.card == b.card
+
+
+def _coincide(a: Finding, b: Finding, tol_s: float = 3.0) -> bool:
+    """At least half of b's events lie within ``tol_s`` of one of a's."""
+    ta = a.evidence.get("event_times") or []
+    tb = b.evidence.get("event_times") or []
+    if not ta or not tb:
+        return False
+    hits = sum(1 for t in tb if any(abs(t - x) <= tol_s for x in ta))
+    return hits >= 0.5 * len(tb)
+
+
+def explains(a: Finding, b: Finding) -> bool:
+    """True when finding ``a`` is the reason for finding ``b`` (so b is not shown)."""
+    if a is b or a.rule == b.rule:
+        return False
+    if b.rule == "starved_unattributed":
+        spec = SPECS.get(a.rule)
+        return (spec is not None and spec.category == "cause" and at_least(a.severity, "medium")
+                and _same_card(a, b))
+    if a.rule == "straggler" and b.rule == "util_high_sm_low":
+        return a.card is None or b.card != a.card
+    if a.rule == "straggler" and b.rule == "card_imbalance":
+        return True
+    if a.rule == "throttled" and b.rule == "straggler":
+        return a.card is not None and a.card == b.card
+    if a.rule == "link_degraded" and b.rule == "pcie_bound":
+        return a.card == b.card and bool(a.evidence.get("pcie_limited"))
+    if a.rule in ("allocator_thrash", "worker_respawn") and b.rule == "periodic_stall":
+        return _same_card(a, b) and _coincide(a, b)
+    if b.rule == "util_anomaly" and a.rule in ("periodic_stall", "allocator_thrash", "worker_respawn", "throttled"):
+        return _same_card(a, b)
+    return False
+
+
+def cannot_judge(w: Window) -> dict[str, str]:
+    """Rules whose signals this session does not have, and why (never guessed)."""
+    out: dict[str, str] = {}
+    if w.has_stacks is False:
+        why = f"no stack samples ({w.ctx.no_stacks_reason or 'not sampled'})"
+        for r in STACK_RULES:
+            out[r] = why
+    if w.trainer_pids and not w.ctx.cpu_count_known:
+        for r in ("too_few_workers", "cpu_contention"):
+            out.setdefault(r, "the recording does not say how many CPUs the trainer could use")
+    cards = [w.cards[c] for c in w.job_cards if c in w.cards]
+    if not cards:
+        return out
+    if all(cs.sm is None for cs in cards):
+        for r in ("util_high_sm_low", "low_tensor_core_use", "pcie_saturated_sm_idle"):
+            out[r] = "the card reports no SM activity (needs NVML GPM on Hopper+ or DCGM profiling)"
+    elif all(cs.tensor is None for cs in cards):
+        out["low_tensor_core_use"] = "the card reports no tensor-core activity"
+    if all(s.clock_reasons is None for cs in cards for s in cs.samples):
+        out["throttled"] = "the card reports no clock-event reasons"
+    if all(s.pcie_rx_Bps is None and s.pcie_tx_Bps is None for cs in cards for s in cs.samples):
+        out["pcie_bound"] = "the card reports no PCIe throughput"
+        out.setdefault("pcie_saturated_sm_idle", "the card reports no PCIe throughput")
+    if all(not cs.link_max()[0] for cs in cards):
+        out["link_degraded"] = "the card reports no PCIe link generation/width"
+    return out
+
+
+@dataclass
+class _Hyst:
+    on: int = 0
+    off: int = 0
+    active: bool = False
+    last: Finding | None = None
+
+
+class Advisor:
+    """Evaluates the rules over a Timeline; keeps the hysteresis state between calls.
+
+    ``evaluate`` is meant to be called every ~``EVERY_S`` seconds with the session's
+    current time, always on the same Timeline and with a non-decreasing ``t_now`` (it
+    caches binned stack samples and the hysteresis state; a replay that seeks backwards
+    takes a new Advisor). The context (``ctx``) is shared, not copied: events seen in the
+    Timeline that say stacks will not come (no permission …) are noted on it.
+    """
+
+    EVERY_S = 5.0
+    WINDOW_S = 30.0
+
+    def __init__(self, ctx: AdvisorContext, window_s: float = 30.0, long_window_s: float = 300.0,
+                 warmup_s: float = 10.0) -> None:
+        self.ctx = ctx
+        self.window_s = window_s
+        self.long_window_s = long_window_s
+        self.warmup_s = warmup_s
+        self._hyst: dict[tuple[str, int | None, int | None], _Hyst] = {}
+        self._binner = StackBinner()
+        self._events_seen_t = 0.0
+        self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
+
+    def windows(self, timeline: Timeline, t_now: float) -> tuple[Window, Window]:
+        start = self.warmup_s
+        w = Window(timeline, self.ctx, max(t_now - self.window_s, start), t_now)
+        wl = Window(timeline, self.ctx, max(t_now - self.long_window_s, start), t_now, binner=self._binner, like=w)
+        return w, wl
+
+    def _note_events(self, timeline: Timeline, t_now: float) -> None:
+        for ev in timeline.window("event", 0, max(0.0, self._events_seen_t - self.window_s), t_now + 1e-9):
+            self.ctx.note_event(ev)
+        self._events_seen_t = t_now
+
+    def evaluate(self, timeline: Timeline, t_now: float) -> Verdict:
+        self._note_events(timeline, t_now)
+        if t_now <= self.warmup_s:
+            f = no_data(t_now, f"warming up: the first {self.warmup_s:.0f} s after attach are not judged")
+            return Verdict(f, [f], t=t_now, collecting=True)
+        w, wl = self.windows(timeline, t_now)
+        self.last_windows = (w, wl)
+        if not w.cards_ok and not w.judged_pids:
+            f = no_data(t_now, "collecting: too few card or stack samples in the window yet",
+                        {"window_s": round(w.length_s, 1), "cards": len(w.cards),
+                         "stack_pids": [p for p in w.trainer_pids if w.stack(p) is not None]})
+            return Verdict(f, [f], t=t_now, collecting=True, cannot_judge=cannot_judge(w))
+
+        raw: dict[tuple[str, int | None, int | None], Finding] = {}
+        for spec in RULES:
+            if spec.fn is None:
+                continue
+            for f in spec.fn(wl if spec.window == "long" else w, 1.0):
+                raw[f.key()] = f
+        active = self._hysteresis(raw, w, wl)
+        for f in active:
+            f.t = t_now
+
+        gone = [b for b in active if any(explains(a, b) for a in active)]
+        kept = []
+        for a in active:
+            if any(a is b for b in gone):
+                continue
+            why = sorted({b.rule for b in gone if explains(a, b)})
+            kept.append(dataclasses.replace(a, evidence={**a.evidence, "explains": why}) if why else a)
+        kept.sort(key=rank_key)
+
+        blocking = [f for f in kept if SPECS[f.rule].category == "cause" and at_least(f.severity, "medium")]
+        h = None if blocking else healthy(w)
+        if h is not None:
+            h.t = t_now
+        if blocking:
+            headline = blocking[0]
+        elif h is not None:
+            headline = h
+        elif kept:
+            headline = kept[0]
+        else:
+            u = w.job_util
+            headline = no_data(t_now, "nothing conclusive: no rule fired" +
+                               (f" and the cards are not saturated ({u:.0f}% util)" if u is not None else ""),
+                               {"util": None if u is None else round(u, 1)})
+        findings = kept + ([h] if h is not None else [])
+        if headline not in findings:
+            findings.insert(0, headline)
+        return Verdict(headline, findings, t=t_now, cannot_judge=cannot_judge(w))
+
+    def _hysteresis(self, raw: dict[tuple[str, int | None, int | None], Finding], w: Window,
+                    wl: Window) -> list[Finding]:
+        held_cache: dict[str, dict[tuple[str, int | None, int | None], Finding]] = {}
+        out = []
+        for key, f in raw.items():
+            st = self._hyst.setdefault(key, _Hyst())
+            st.on += 1
+            st.off = 0
+            st.last = f
+            if not SPECS[f.rule].hysteresis or st.on >= RAISE_AFTER:
+                st.active = True
+        for key, st in list(self._hyst.items()):
+            spec = SPECS[key[0]]
+            if key in raw:
+                if st.active:
+                    out.append(raw[key])
+                continue
+            st.on = 0
+            if not st.active or not spec.hysteresis:
+                del self._hyst[key]
+                continue
+            if spec.id not in held_cache:
+                held_cache[spec.id] = {f.key(): f for f in spec.fn(wl if spec.window == "long" else w, HOLD_RELAX)}
+            held = held_cache[spec.id].get(key)
+            if held is not None:
+                st.off = 0
+                st.last = held
+                out.append(held)
+                continue
+            st.off += 1
+            if st.off >= CLEAR_AFTER:
+                del self._hyst[key]
+                continue
+            assert st.last is not None
+            out.append(dataclasses.replace(st.last, evidence={**st.last.evidence, "fading": True}))
+        return out

@@ -1,0 +1,522 @@
+"""A read-only view of the Timeline over ``[t0, t1)``: what every rule reads.
+
+Rules are pure functions of a :class:`Window`. The window computes its aggregates
+lazily and once (per-card means, per-process CPU and state shares, main-thread activity
+shares), so twenty rules over the same window pay for each figure once, and a rule that
+is not reached costs nothing. The long window (periodic stalls, allocator sawtooth,
+worker respawns) is another Window over a longer span; its stack samples are read in
+one-second bins, which the Advisor caches between evaluations (:class:`StackBinner`)
+so a 300 s window does not re-read 6000 spans every 5 s.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from typing import Any
+
+from sattui.advisor.base import AdvisorContext
+from sattui.model import CardSample, Event, ProcSample, StackSample
+from sattui.timeline import Timeline
+
+# advisor-rules.md §3.1 "Minimum evidence": ≥ 20 s of card samples and ≥ 300
+# main-thread stack samples in the window (at the sampling rate; spans count as
+# dur × rate samples).
+MIN_CARD_S = 20.0
+MIN_STACK_SAMPLES = 300
+DEFAULT_STACK_RATE_HZ = 20.0
+
+# NVML clock-event reason bits (advisor-rules.md §1.5).
+REASON_NAMES = {
+    0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
+    0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown",
+    0x100: "DisplayClockSetting",
+}
+
+
+def pstdev(values: Sequence[float]) -> float:
+    """Population standard deviation in floats (statistics.pstdev is exact, via
+    Fractions, and 20× slower; the rules compare it with round thresholds)."""
+    n = len(values)
+    if n == 0:
+        return 0.0
+    m = sum(values) / n
+    return math.sqrt(sum((v - m) ** 2 for v in values) / n)
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank quantile; enough for "steadily above" checks."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+class CardStats:
+    """One card's samples over the window and the figures rules share (each computed
+    on first use: the long window's rules read only a few of them)."""
+
+    def __init__(self, card: int, samples: list[CardSample], info: dict[str, Any]) -> None:
+        self.card = card
+        self.samples = samples
+        self.info = info
+        self.n = len(samples)
+
+    @cached_property
+    def dt(self) -> float:
+        ts = [s.t for s in self.samples]
+        return (median([b - a for a, b in zip(ts, ts[1:])]) or 0.5) if len(ts) > 1 else 0.5
+
+    @cached_property
+    def span_s(self) -> float:
+        return (self.samples[-1].t - self.samples[0].t + self.dt) if self.samples else 0.0
+
+    @cached_property
+    def utils(self) -> list[float]:
+        return [s.util for s in self.samples if s.util is not None]
+
+    @cached_property
+    def util(self) -> float | None:
+        return sum(self.utils) / len(self.utils) if self.utils else None
+
+    @cached_property
+    def sm(self) -> float | None:
+        return mean(s.sm_active for s in self.samples)
+
+    @cached_property
+    def tensor(self) -> float | None:
+        return mean(s.tensor_active for s in self.samples)
+
+    @cached_property
+    def dram(self) -> float | None:
+        return mean(s.dram_active for s in self.samples)
+
+    @cached_property
+    def occupancy(self) -> float | None:
+        return mean(s.sm_occupancy for s in self.samples)
+
+    @cached_property
+    def temp(self) -> float | None:
+        return mean(s.temp_c for s in self.samples)
+
+    @cached_property
+    def mem_total(self) -> int | None:
+        totals = [s.mem_total for s in self.samples if s.mem_total]
+        return max(totals) if totals else self.info.get("mem_total")
+
+    @cached_property
+    def mems(self) -> list[int]:
+        return [s.mem_used for s in self.samples if s.mem_used is not None]
+
+    @cached_property
+    def mem_used_max(self) -> int | None:
+        return max(self.mems) if self.mems else None
+
+    @cached_property
+    def mem_used_min(self) -> int | None:
+        return min(self.mems) if self.mems else None
+
+    @cached_property
+    def mem_used_mean(self) -> float | None:
+        return sum(self.mems) / len(self.mems) if self.mems else None
+
+    @cached_property
+    def power(self) -> float | None:
+        return mean(s.power_w for s in self.samples)
+
+    @cached_property
+    def power_limit(self) -> float | None:
+        limits = [s.power_limit_w for s in self.samples if s.power_limit_w]
+        return limits[-1] if limits else self.info.get("power_limit_w")
+
+    @cached_property
+    def clock_max(self) -> float | None:
+        maxes = [s.sm_clock_max_mhz for s in self.samples if s.sm_clock_max_mhz]
+        return maxes[-1] if maxes else self.info.get("sm_clock_max_mhz")
+
+    @cached_property
+    def clock(self) -> float | None:
+        return mean(s.sm_clock_mhz for s in self.samples)
+
+    @cached_property
+    def pids(self) -> set[str]:
+        """Pids the card listed as using it (NVML's process list), over the window."""
+        out: set[str] = set()
+        last = None
+        for s in self.samples:
+            if s.procs and s.procs is not last:
+                out.update(s.procs)
+                last = s.procs
+        return out
+
+    def mem_frac(self, value: float | None) -> float | None:
+        return value / self.mem_total if value is not None and self.mem_total else None
+
+    @cached_property
+    def in_use(self) -> bool:
+        """Some job uses the card: any utilization, ≥ 5 % of its memory, or a listed process."""
+        if self.util is not None and self.util >= 1.0:
+            return True
+        frac = self.mem_frac(self.mem_used_mean)
+        return (frac is not None and frac >= 0.05) or bool(self.pids)
+
+    @property
+    def power_frac(self) -> float | None:
+        return self.power / self.power_limit if self.power is not None and self.power_limit else None
+
+    def link_max(self) -> tuple[int | None, int | None]:
+        gmax, wmax = self.info.get("pcie_gen_max"), self.info.get("pcie_width_max")
+        if not gmax:
+            gens = [s.pcie_gen for s in self.samples if s.pcie_gen]
+            gmax = max(gens) if gens else None
+        if not wmax:
+            widths = [s.pcie_width for s in self.samples if s.pcie_width]
+            wmax = max(widths) if widths else None
+        return gmax, wmax
+
+
+class ProcStats:
+    """One process of the trainer's tree over the window (aggregates on first use)."""
+
+    def __init__(self, pid: int, samples: list[ProcSample]) -> None:
+        last = samples[-1]
+        self.pid = pid
+        self.samples = samples
+        self.ppid, self.role, self.rank, self.name, self.nspid = last.ppid, last.role, last.rank, last.name, last.nspid
+        self.first_t, self.last_t = samples[0].t, last.t
+
+    @cached_property
+    def cpus(self) -> list[float]:
+        return [s.cpu for s in self.samples if s.cpu is not None]
+
+    @cached_property
+    def cpu(self) -> float | None:
+        return sum(self.cpus) / len(self.cpus) if self.cpus else None
+
+    @cached_property
+    def states(self) -> dict[str, int]:
+        states: dict[str, int] = {}
+        for s in self.samples:
+            if s.state:
+                states[s.state] = states.get(s.state, 0) + 1
+        return states
+
+    @cached_property
+    def read_Bps(self) -> float | None:
+        return mean(s.read_Bps for s in self.samples)
+
+    @cached_property
+    def write_Bps(self) -> float | None:
+        return mean(s.write_Bps for s in self.samples)
+
+    def state_share(self, letters: str) -> float:
+        n = sum(self.states.values())
+        return sum(c for s, c in self.states.items() if s in letters) / n if n else 0.0
+
+
+class StackStats:
+    """The main thread of one sampled process: seconds per activity, startup left out."""
+
+    def __init__(self, pid: int, samples: list[StackSample]) -> None:
+        self.pid = pid
+        by: dict[str, float] = {}
+        startup = 0.0
+        for s in samples:
+            act = s.activity or "other"
+            by[act] = by.get(act, 0.0) + s.dur
+        startup = by.pop("startup", 0.0)
+        self._all = samples
+        self.by_activity = by
+        self.total_s = sum(by.values())
+        self.startup_s = startup
+
+    @cached_property
+    def samples(self) -> list[StackSample]:
+        return [s for s in self._all if s.activity != "startup"]
+
+    def share(self, *activities: str) -> float:
+        if self.total_s <= 0:
+            return 0.0
+        return sum(self.by_activity.get(a, 0.0) for a in activities) / self.total_s
+
+    def shares(self) -> dict[str, float]:
+        return {a: round(v / self.total_s, 4) for a, v in sorted(self.by_activity.items(), key=lambda kv: -kv[1])} \
+            if self.total_s > 0 else {}
+
+    def pick(self, activities: Iterable[str], limit: int = 60) -> list[StackSample]:
+        """Samples of these activities, thinned evenly to at most ``limit`` (evidence only)."""
+        acts = set(activities)
+        got = [s for s in self._all if (s.activity or "other") in acts]
+        if len(got) > limit:
+            step = len(got) / limit
+            got = [got[int(i * step)] for i in range(limit)]
+        return got
+
+
+def _bin_into(bins: dict[int, dict[str, float]], s: StackSample) -> None:
+    act = s.activity or "other"
+    if act == "startup" or s.dur <= 0:
+        return
+    t, end = s.t, s.t + s.dur
+    while t < end:
+        b = math.floor(t)
+        seg = min(end, b + 1.0) - t
+        d = bins.setdefault(b, {})
+        d[act] = d.get(act, 0.0) + seg
+        t += seg
+
+
+class StackBinner:
+    """Caches one-second bins of main-thread seconds by activity, per sampled pid.
+
+    Only settled bins are returned: those older than ``LAG_S`` before the evaluation
+    time (py-spy chunks arrive a few seconds late, and a replayed file is only roughly
+    ordered). The long-window rules look for episodes over minutes; seeing them ~6 s
+    late costs nothing, and every sample is binned exactly once.
+    """
+
+    LAG_S = 6.0
+
+    def __init__(self) -> None:
+        self._bins: dict[int, dict[int, dict[str, float]]] = {}
+        self._done: dict[int, float] = {}
+
+    def bins(self, timeline: Timeline, pid: int, t0: float, t1: float) -> dict[int, dict[str, float]]:
+        store = self._bins.setdefault(pid, {})
+        settled = math.floor(t1 - self.LAG_S)
+        done = self._done.get(pid)
+        if done is None:
+            done = math.floor(t0)
+        if settled > done:
+            for s in timeline.window("stack", pid, done, settled):
+                _bin_into(store, s)
+            self._done[pid] = settled
+        lo = math.floor(t0)
+        if store and min(store) < lo:
+            for b in [b for b in store if b < lo]:
+                del store[b]
+        return store
+
+
+class Window:
+    """The Timeline over ``[t0, t1)`` as rules see it (lazy, cached aggregates)."""
+
+    def __init__(self, timeline: Timeline, ctx: AdvisorContext, t0: float, t1: float,
+                 binner: StackBinner | None = None, like: Window | None = None) -> None:
+        self.timeline = timeline
+        self.ctx = ctx
+        self.t0 = t0
+        self.t1 = t1
+        self.binner = binner
+        # The long window takes the job's structure (its cards, ranks, whether stacks
+        # come) from the short window ending at the same time: "the job as it is now",
+        # and computed once.
+        self.like = like
+        self._stacks: dict[int, StackStats | None] = {}
+
+    @property
+    def length_s(self) -> float:
+        return max(0.0, self.t1 - self.t0)
+
+    # -- raw series ------------------------------------------------------------------
+
+    @cached_property
+    def cards(self) -> dict[int, CardStats]:
+        got = self.timeline.window_all("card", self.t0, self.t1)
+        return {int(c): CardStats(int(c), s, self.ctx.card_info(int(c))) for c, s in sorted(got.items())}
+
+    @cached_property
+    def procs(self) -> dict[int, ProcStats]:
+        return {int(p): ProcStats(int(p), s) for p, s in self.timeline.window_all("proc", self.t0, self.t1).items()}
+
+    @cached_property
+    def events(self) -> list[Event]:
+        return self.timeline.window("event", 0, self.t0, self.t1)
+
+    def stack(self, pid: int) -> StackStats | None:
+        if pid not in self._stacks:
+            got = self.timeline.window("stack", pid, self.t0, self.t1)
+            self._stacks[pid] = StackStats(pid, got) if got else None
+        return self._stacks[pid]
+
+    def stack_samples(self, pid: int, t0: float, t1: float) -> list[StackSample]:
+        return self.timeline.window("stack", pid, max(t0, self.t0), min(t1, self.t1))
+
+    def stack_bins(self, pid: int) -> dict[int, dict[str, float]]:
+        if self.binner is not None:
+            return self.binner.bins(self.timeline, pid, self.t0, self.t1)
+        bins: dict[int, dict[str, float]] = {}
+        for s in self.timeline.window("stack", pid, self.t0, self.t1):
+            _bin_into(bins, s)
+        return bins
+
+    # -- the trainer's structure -----------------------------------------------------
+
+    @cached_property
+    def trainer_pids(self) -> list[int]:
+        """The processes whose main thread is the training loop: the ranks of a
+        torchrun job, else the trainer itself."""
+        if self.like is not None:
+            return self.like.trainer_pids
+        ranks = sorted((p for p in self.procs.values() if p.role == "rank"),
+                       key=lambda p: (p.rank is None, p.rank, p.pid))
+        if ranks:
+            return [p.pid for p in ranks]
+        if self.ctx.pid is not None:
+            return [self.ctx.pid]
+        return sorted(int(k) for k in self.timeline.keys("stack"))
+
+    def rank_of(self, pid: int) -> int | None:
+        p = self.procs.get(pid)
+        return p.rank if p is not None and p.role == "rank" else None
+
+    @cached_property
+    def workers(self) -> list[ProcStats]:
+        return [p for p in self.procs.values() if p.role == "worker"]
+
+    def workers_for(self, pid: int) -> list[ProcStats]:
+        if len(self.trainer_pids) <= 1:
+            return list(self.workers)
+        r = self.rank_of(pid)
+        return [w for w in self.workers if w.ppid == pid or (r is not None and w.rank == r)]
+
+    def has_pin(self, pid: int) -> bool:
+        return any(p.role == "pin" and (p.ppid == pid or len(self.trainer_pids) <= 1) for p in self.procs.values())
+
+    @cached_property
+    def _aliases(self) -> set[str]:
+        if self.like is not None:
+            return self.like._aliases
+        out: set[str] = set()
+        if self.ctx.pid is not None:
+            out.add(str(self.ctx.pid))
+        out.update(str(p) for p in self.ctx.nspid or [])
+        for p in self.procs.values():
+            out.add(str(p.pid))
+            if p.nspid is not None:
+                out.add(str(p.nspid))
+        return out
+
+    def _aliases_of(self, pid: int) -> set[str]:
+        out = {str(pid)}
+        p = self.procs.get(pid)
+        if p is not None and p.nspid is not None:
+            out.add(str(p.nspid))
+        if pid == self.ctx.pid:
+            out.update(str(x) for x in self.ctx.nspid or [])
+        return out
+
+    @cached_property
+    def procs_visible(self) -> bool:
+        """Some card lists its processes (else which card the trainer uses is assumed)."""
+        return any(c.pids for c in self.cards.values())
+
+    @cached_property
+    def job_cards(self) -> list[int]:
+        """The cards the job runs on: those listing a trainer-tree pid; when no card lists
+        processes, the cards in use; every card in a cards-only recording."""
+        if self.like is not None:
+            return [c for c in self.like.job_cards if c in self.cards]
+        if not self.cards:
+            return []
+        if self.ctx.pid is None and not self.procs:
+            return sorted(self.cards)
+        if not self.procs_visible:
+            # No card lists processes (a container may not see them): the trainer's cards
+            # are assumed to be those in use; none in use means a CPU job.
+            return sorted(c for c, cs in self.cards.items() if cs.in_use)
+        return sorted(c for c, cs in self.cards.items() if cs.pids & self._aliases)
+
+    @property
+    def gpu_job(self) -> bool:
+        """advisor-rules.md §3.1: a GPU job has the trainer on at least one card."""
+        return bool(self.job_cards)
+
+    def cards_of(self, pid: int) -> list[int]:
+        """The job's cards this trainer process uses (all job cards for a single process)."""
+        if len(self.trainer_pids) <= 1:
+            return list(self.job_cards)
+        al = self._aliases_of(pid)
+        return [c for c in self.job_cards if self.cards[c].pids & al]
+
+    def util_of(self, cards: Iterable[int]) -> float | None:
+        return mean(self.cards[c].util for c in cards if c in self.cards)
+
+    def sm_of(self, cards: Iterable[int]) -> float | None:
+        return mean(self.cards[c].sm for c in cards if c in self.cards)
+
+    @cached_property
+    def job_util(self) -> float | None:
+        return self.util_of(self.job_cards)
+
+    @cached_property
+    def job_sm(self) -> float | None:
+        return self.sm_of(self.job_cards)
+
+    def proc_alias_pids(self) -> set[str]:
+        return set(self._aliases)
+
+    # -- evidence sufficiency --------------------------------------------------------
+
+    def card_ok(self, card: int) -> bool:
+        cs = self.cards.get(card)
+        return cs is not None and cs.n >= 2 and cs.span_s >= 0.95 * MIN_CARD_S  # 5 %: sampling jitter
+
+    @cached_property
+    def cards_ok(self) -> bool:
+        return any(self.card_ok(c) for c in self.job_cards)
+
+    def stacks_ok(self, pid: int) -> bool:
+        st = self.stack(pid)
+        if st is None:
+            return False
+        rate = self.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ
+        return st.total_s >= 0.95 * MIN_STACK_SAMPLES / rate
+
+    @cached_property
+    def has_stacks(self) -> bool | None:
+        """False: stacks cannot come (permission, --no-stacks…); True: some arrived."""
+        if self.like is not None:
+            return self.like.has_stacks
+        if self.ctx.has_stacks is False:
+            return False
+        if any(self.stack(p) is not None for p in self.trainer_pids):
+            return True
+        return self.ctx.has_stacks
+
+    @cached_property
+    def judged_pids(self) -> list[int]:
+        """Trainer processes with enough main-thread samples for stack-based rules."""
+        return [p for p in self.trainer_pids if self.stacks_ok(p)]
+
+
+def bisect_t(samples: Sequence[Any], t: float) -> int:
+    """Index of the first sample with ``.t >= t`` (samples sorted by t)."""
+    return bisect.bisect_left(samples, t, key=lambda s: s.t)
+
+
+def reasons_text(mask: int) -> list[str]:
+    return [name for bit, name in REASON_NAMES.items() if mask & bit]
+
+
+@functools.lru_cache(maxsize=64)
+def link_bw_Bps(gen: int | None, width: int | None) -> float | None:
+    """Per-direction PCIe bandwidth of a link: DCGM "985 MB/s per lane" for Gen3, doubling
+    per generation from Gen3 (Gen1/2 use 8b/10b: 250/500 MB/s per lane)."""
+    if not gen or not width:
+        return None
+    per_lane = {1: 0.25e9, 2: 0.5e9}.get(gen, 0.985e9 * 2 ** (gen - 3))
+    return per_lane * width

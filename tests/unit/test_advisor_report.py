@@ -1,0 +1,153 @@
+"""`sattui report --json` on the hand-made GPU recordings: the headline, the findings that
+must be there and the ones that must not (advisor-rules.md §4.1 pass criteria)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sattui.advisor import Judge
+from sattui.record import make_header
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REC = os.path.join(ROOT, "tests", "fixtures", "recordings")
+SEV = {"info": 0, "low": 1, "medium": 2, "high": 3}
+
+# name: (headline, minimum headline severity, required {rule: min severity}, forbidden at ≥ medium)
+CASES = {
+    "healthy": ("healthy", "info", {"healthy": "info"}, "*"),
+    "throttled": ("throttled", "high", {"throttled": "high"}, {"util_high_sm_low", "starved_unattributed"}),
+    "sm_low": ("util_high_sm_low", "high", {"util_high_sm_low": "high"},
+               {"healthy", "throttled", "low_tensor_core_use", "starved_unattributed"}),
+    "link_degraded": ("link_degraded", "high", {"link_degraded": "high"}, {"pcie_bound", "healthy", "throttled"}),
+    "memory_full": ("healthy", "info", {"memory_near_full": "low", "healthy": "info"},
+                    {"allocator_thrash", "memory_swing", "starved_unattributed"}),
+    "imbalance": ("card_imbalance", "medium", {"card_imbalance": "medium"}, {"straggler", "starved_unattributed"}),
+    "alloc_thrash": ("allocator_thrash", "medium", {"allocator_thrash": "medium"},
+                     {"periodic_stall", "throttled", "util_high_sm_low", "pcie_bound", "starved_unattributed"}),
+    "starved_nostacks": ("starved_unattributed", "high", {"starved_unattributed": "high", "low_utilization": "medium"},
+                         {"input_bound", "worker_cpu_bound", "worker_io_bound", "healthy"}),
+    "input_bound": ("input_bound", "high", {"input_bound": "high", "worker_cpu_bound": "medium"},
+                    {"too_few_workers", "main_process_loading", "starved_unattributed", "periodic_stall",
+                     "worker_io_bound"}),
+}
+
+
+def _report(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    path = os.path.join(REC, f"gpu_{name}.jsonl")
+    return subprocess.run([sys.executable, "-m", "sattui", "report", path, *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recording_verdict(name):
+    headline, min_sev, required, forbidden = CASES[name]
+    out = _report(name, "--json")
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(out.stdout)
+    v = rep["verdict"]
+    assert set(v) >= {"rule", "severity", "impact", "summary"}
+    assert v["rule"] == headline, (v, rep["findings"])
+    assert SEV[v["severity"]] >= SEV[min_sev]
+    assert v["led_share"] >= 0.7  # the headline led ≥ 70 % of the evaluations after warm-up
+    got = {f["rule"]: f for f in rep["findings"]}
+    for rule, sev in required.items():
+        assert rule in got and SEV[got[rule]["severity"]] >= SEV[sev], (rule, list(got))
+    for f in rep["findings"]:
+        assert set(f) >= {"rule", "severity", "impact", "card", "rank", "evidence", "fix", "summary"}
+        assert f["severity"] in SEV and 0.0 <= f["impact"] <= 1.0
+        if forbidden == "*":
+            assert SEV[f["severity"]] < SEV["medium"], f
+        else:
+            assert not (f["rule"] in forbidden and SEV[f["severity"]] >= SEV["medium"]), f
+    eff = rep["efficiency"]
+    assert eff["job"] is not None and 0.0 <= eff["job"]["eta"] <= 1.0
+
+
+def test_recording_specifics():
+    rep = json.loads(_report("imbalance", "--json").stdout)
+    assert (rep["verdict"]["card"], rep["verdict"]["rank"]) == (1, 1)
+    rep = json.loads(_report("link_degraded", "--json").stdout)
+    (f,) = [f for f in rep["findings"] if f["rule"] == "link_degraded"]
+    assert "pcie_bound" in f["evidence"]["explains"] and f["evidence"]["pcie_gen"] == 3
+    rep = json.loads(_report("healthy", "--json").stdout)
+    assert rep["cannot_judge"] == [] and rep["efficiency"]["job"]["method"] == "sm_active"
+    rep = json.loads(_report("imbalance", "--json").stdout)
+    assert rep["efficiency"]["job"]["method"] == "util×power"  # no SM activity on those cards
+
+
+def test_no_stacks_says_cannot_judge_and_what_would_attribute():
+    rep = json.loads(_report("starved_nostacks", "--json").stdout)
+    cj = {c["rule"]: c["reason"] for c in rep["cannot_judge"]}
+    assert "input_bound" in cj and "permission_denied" in cj["input_bound"]
+    (f,) = [f for f in rep["findings"] if f["rule"] == "starved_unattributed"]
+    assert "CAP_SYS_PTRACE" in f["fix"]
+    text = _report("starved_nostacks").stdout
+    assert text.startswith("verdict     HIGH starved_unattributed")
+    assert "cannot judge" in text and "CAP_SYS_PTRACE" in text and "fix:" in text and "evidence:" in text
+
+
+def test_text_report_has_headline_findings_cards_and_processes():
+    text = _report("input_bound").stdout
+    lines = text.splitlines()
+    assert lines[0].startswith("verdict     HIGH input_bound") and lines[1].startswith("efficiency  job η")
+    assert "findings" in text and "worker_cpu_bound" in text and "η 0." in text and "processes" in text
+
+
+def test_recordings_are_what_the_generator_makes():
+    out = subprocess.run([sys.executable, os.path.join(REC, "make_gpu_recordings.py"), "--check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _records(util: float, t1: float = 60.0, finding: bool = False):
+    for i in range(int(t1 * 2)):
+        t = 0.25 + i * 0.5
+        yield {"kind": "card", "t": t, "card": 0, "util": util, "sm_active": util * 0.9, "mem_used": 10,
+               "mem_total": 100, "procs": {"7": 10}}
+        if finding and i % 10 == 0:
+            yield {"kind": "finding", "t": t, "rule": "throttled", "severity": "high", "impact": 0.9,
+                   "summary": "written live", "card": 0, "rank": None, "evidence": {}, "fix": ""}
+
+
+def test_judge_aggregates_and_ignores_recorded_findings():
+    h = make_header(pid=7, cmdline=["x"], backend="nvml", cards=[{"card": 0, "mem_total": 100}],
+                    stack_rate_hz=None)
+    results = []
+    for finding in (False, True):
+        j = Judge(h)
+        for rec in _records(20.0, finding=finding):
+            j.add(rec)
+        results.append(j.result())
+    a, b = results
+    assert a == b  # recorded findings are recomputed, not trusted
+    # evaluations at 30, 35 … 55 s (the first with 20 s of samples after the warm-up)
+    assert a["verdict"]["rule"] == "starved_unattributed" and a["verdict"]["evaluations"] == 6
+    assert a["verdict"]["led_share"] == round(5 / 6, 4)
+    (f,) = [f for f in a["findings"] if f["rule"] == "starved_unattributed"]
+    assert f["evaluations"] == 5 and f["first_t"] == 35.0 and f["last_t"] == 55.0  # raised at the 2nd evaluation
+    assert f["impact"] == 0.8 and f["severity"] == "high"
+    assert "throttled" not in {f["rule"] for f in a["findings"]}
+
+
+def test_too_short_a_recording_is_no_data():
+    h = make_header(pid=7, cmdline=["x"], backend="nvml", cards=[{"card": 0, "mem_total": 100}])
+    j = Judge(h)
+    for rec in _records(50.0, t1=15.0):
+        j.add(rec)
+    r = j.result()
+    assert r["verdict"]["rule"] == "no_data" and "too little data" in r["verdict"]["summary"]
+    assert r["findings"][0]["rule"] == "no_data"
+
+
+def test_advisor_code_does_not_import_textual_or_torch():
+    mods = ["sattui.advisor", "sattui.advisor.verdict", "sattui.advisor.judge", "sattui.advisor.cost",
+            "sattui.advisor.anomaly", "sattui.report"]
+    code = (f"import sys\nfor m in {mods!r}: __import__(m)\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'rich'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
