@@ -1,6 +1,9 @@
-"""Command line: ``sattui record | report | doctor``.
+"""Command line: the monitor (``sattui [--pid PID | -- CMD]``), ``replay``, ``demo``,
+``record``, ``report``, ``doctor``.
 
-Every failure a user can cause ends with one line on stderr and a non-zero exit.
+Every failure a user can cause ends with one line on stderr and a non-zero exit. The
+full-screen UI (Textual) is imported only by the monitor commands, so ``record``,
+``report`` and ``doctor`` stay headless.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from sattui.errors import SattuiError
 from sattui.vendors.base import BACKEND_NAMES
 
 PROG = "sattui"
+# `replay` and `demo` stay out of --help until the full-screen monitor is released
+# (README: commands appear in --help when they work); they run either way.
+SHOW_MONITOR_IN_HELP = True
+MONITOR_COMMANDS = ("replay", "demo")
 
 
 def _positive_float(text: str) -> float:
@@ -40,7 +47,8 @@ def _pid(text: str) -> int:
 
 
 def _backend_name(text: str) -> str:
-    if text not in BACKEND_NAMES or text == "sim":
+    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
+    if text not in BACKEND_NAMES:
         raise argparse.ArgumentTypeError(
             f"unknown backend {text!r}; one of: {', '.join(n for n in BACKEND_NAMES if n != 'sim')}")
     return text
@@ -53,8 +61,23 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Are your accelerators saturated, and if not, what is the "
-                                       "training job waiting for?")
+                                       "training job waiting for?",
+                epilog=("more commands: `sattui replay FILE` (the monitor over a recording), "
+                        "`sattui demo [--scenario NAME]` (a bundled trainer on a SIMULATED card)")
+                if SHOW_MONITOR_IN_HELP else None)
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    # The full-screen monitor: no COMMAND. Own dests, so a subcommand's defaults never mix in.
+    mon = p.add_argument_group("full-screen monitor (no COMMAND; `-- CMD ARG...` starts CMD and keeps its exit code)")
+    mon.add_argument("--pid", dest="mon_pid", type=_pid, metavar="PID", help="watch this running trainer")
+    mon.add_argument("--backend", dest="mon_backend", default="auto", metavar="NAME", type=_backend_name,
+                     help="card backend (default auto)")
+    mon.add_argument("--interval", dest="mon_interval", type=_positive_float, default=1.0, metavar="S",
+                     help="process sampling interval (default 1.0 s)")
+    mon.add_argument("--rate", dest="mon_rate", type=_positive_float, default=None, metavar="HZ",
+                     help="py-spy sampling rate")
+    mon.add_argument("--record", dest="mon_record", metavar="FILE", help="also record the session to FILE")
+    mon.add_argument("--trainer-log", dest="mon_trainer_log", metavar="FILE",
+                     help="with -- CMD: where CMD's output goes (default: a file in the temp directory)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rec = sub.add_parser("record", help="record a trainer and the cards headless to a JSONL file",
@@ -82,6 +105,29 @@ def build_parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="what works on this machine, and why not",
                          description="Check permissions and tools sattui needs.")
     doc.add_argument("--json", action="store_true")
+    return p
+
+
+def build_monitor_parser(command: str) -> argparse.ArgumentParser:
+    """Parsers of ``replay`` and ``demo`` (kept apart from --help until the UI is released)."""
+    p = _Parser(prog=f"{PROG} {command}")
+    if command == "replay":
+        p.description = "The full-screen monitor over a recording."
+        p.add_argument("file", metavar="FILE")
+        return p
+    from sattui.demo.launch import DEFAULT_SCENARIO, SCENARIOS
+
+    p.description = ("Run the bundled PyTorch example trainer with a SIMULATED card and watch it. "
+                     "Scenarios: " + "; ".join(f"{s.name}: {s.about}" for s in SCENARIOS.values()) + ".")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO, metavar="NAME",
+                   help=f"one of {', '.join(SCENARIOS)} (default {DEFAULT_SCENARIO})")
+    p.add_argument("--headless", action="store_true", help="no screen: record to -o FILE for --duration S")
+    p.add_argument("-o", "--output", metavar="FILE", help="with --headless: the recording to write")
+    p.add_argument("--duration", type=_positive_float, metavar="S", help="with --headless: stop after S seconds")
+    p.add_argument("--interval", type=_positive_float, default=1.0, metavar="S",
+                   help="process sampling interval (default 1.0 s)")
+    p.add_argument("--rate", type=_positive_float, default=None, metavar="HZ", help="py-spy sampling rate")
+    p.add_argument("--record", metavar="FILE", help="also record the session to FILE")
     return p
 
 
@@ -151,6 +197,134 @@ def _check_writable(path: str) -> None:
         raise SattuiError(f"cannot write {path}: permission denied")
 
 
+def _run_ui(session: object) -> int:
+    """The full-screen monitor over ``session``; imported here so headless commands never load Textual."""
+    try:
+        from sattui.app import run_app
+    except ImportError as e:
+        raise SattuiError(f"the full-screen monitor is not available: {e}") from None
+    return run_app(session)  # type: ignore[arg-type]
+
+
+def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
+    import tempfile
+    import time
+
+    from sattui.session import LiveSession
+
+    if args.mon_pid is not None and command:
+        raise SattuiError("give --pid PID or -- CMD ..., not both")
+    if args.mon_pid is None and not command:
+        if args.mon_backend == "none":
+            raise SattuiError("nothing to watch: give --pid PID, -- CMD ..., or a card --backend")
+        if args.mon_backend == "auto":
+            # Cards only: say now, not on an empty screen, that there are none (probes are cheap).
+            from sattui.vendors.base import probe_all
+
+            probes = probe_all()
+            if not any(p.available for p in probes):
+                why = "; ".join(f"{p.name}: {p.reason}" for p in probes)
+                raise SattuiError(f"no accelerator found ({why}); give --pid PID or -- CMD to watch a trainer")
+    log = args.mon_trainer_log
+    if command and log is None:
+        # The trainer must not write over the full screen: its output goes to a file.
+        log = os.path.join(tempfile.gettempdir(), f"sattui-trainer-{os.getpid()}-{int(time.time())}.log")
+    session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
+                          interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
+                          trainer_log=log if command else None)
+    code = _live(session)
+    if command:
+        _err(f"trainer output: {log}")
+    return code
+
+
+def _live(session: object) -> int:
+    from sattui.session import LiveSession
+
+    assert isinstance(session, LiveSession)
+    session.start()  # a command that cannot start fails here, before the screen
+    try:
+        code = _run_ui(session)
+    finally:
+        session.stop()
+    if session.record_path:
+        _err(f"recorded to {session.record_path}")
+    # A trainer we stopped on quit died of a signal (-2): report it as a shell would (130).
+    return 128 - code if code < 0 else code
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from sattui.session import ReplaySession
+
+    session = ReplaySession(args.file)
+    for w in session.warnings:
+        _err(f"warning: {w}")
+    _run_ui(session)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sattui.demo import launch
+    from sattui.vendors import sim
+
+    sc = launch.scenario(args.scenario)
+    if args.headless:
+        if not args.output or not args.duration:
+            raise SattuiError("demo --headless needs -o FILE and --duration S")
+        _check_writable(args.output)
+    elif args.output:
+        raise SattuiError("-o is for --headless; to record the monitored demo use --record FILE")
+    launch.require_torch()
+    with launch.CardFile() as card:
+        sim.set_card_file(card.path)
+        try:
+            if args.headless:
+                return _demo_headless(args, sc, card.path)
+            from sattui.session import LiveSession
+
+            log = os.path.join(card.dir, "trainer.log")
+            session = LiveSession(command=launch.trainer_command(sc, card.path, 24 * 3600.0), backend="sim",
+                                  interval_s=args.interval, rate_hz=args.rate, record_path=args.record,
+                                  trainer_log=log)
+            _live(session)
+            return 0  # the trainer is ours and was stopped on quit: its exit code says nothing
+        finally:
+            sim.set_card_file(None)
+
+
+def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
+    from sattui.demo.launch import DemoScenario, trainer_command
+    from sattui.recorder import RecordOptions, Recorder
+    from sattui.trainer.stacks import DEFAULT_RATE_HZ
+
+    assert isinstance(sc, DemoScenario)
+    opts = RecordOptions(out_path=args.output, duration_s=args.duration, interval_s=args.interval,
+                         rate_hz=args.rate or DEFAULT_RATE_HZ, backend="sim")
+    # The trainer outlives the recording; the recorder stops it when the duration ends.
+    cmd = trainer_command(sc, card_path, args.duration + 60.0)
+    try:
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
+    rec = Recorder(child.pid, opts, child=child, log=_err)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        rec.request_stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = rec.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if child.poll() is None:  # rec.run() failed before it could stop the trainer
+            child.kill()
+            child.wait()
+    _err(f"demo {sc.name}: recorded {result.duration_s:.1f} s to {args.output} ({result.records} records; "
+         f"ended by {result.ended_by})")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from sattui import report
 
@@ -172,10 +346,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, command = _split_command(argv)
-    parser = build_parser()
-    args = parser.parse_args(own)
-    if command is not None and args.command != "record":
-        _err("error: `-- CMD` is only supported by `sattui record` so far")
+    if own and own[0] in MONITOR_COMMANDS:
+        if command is not None:
+            _err(f"error: `-- CMD` is not taken by `sattui {own[0]}`")
+            return 2
+        args = build_monitor_parser(own[0]).parse_args(own[1:])
+        args.command = own[0]
+    else:
+        args = build_parser().parse_args(own)
+    if command is not None and args.command is not None and args.command != "record":
+        _err(f"error: `-- CMD` is not taken by `sattui {args.command}`")
         return 2
     try:
         if args.command == "record":
@@ -184,8 +364,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "doctor":
             return cmd_doctor(args)
-        parser.print_help()
-        return 2
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+        return cmd_monitor(args, command)
     except SattuiError as e:
         _err(f"error: {e}")
         return e.exit_code

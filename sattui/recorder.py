@@ -1,8 +1,17 @@
-"""Headless recording: the trainer's process tree and py-spy stacks into a JSONL file.
+"""The sampling engine, and headless recording on top of it.
 
-One thread (the caller's) ticks the process tree once per interval and writes; py-spy
-runs in the sampler's own thread and hands chunks over through a queue, so a slow
-py-spy never delays the process samples.
+:class:`Engine` is the one place where sampling happens: it ticks the trainer's process
+tree once per interval, runs py-spy (:class:`StackSampler`, its own thread) and the card
+poller (:class:`CardPoller`, its own thread), and hands every batch of records, in time
+order, to its sinks. Sinks take records exactly as they are written to a recording, so
+a live screen (``sattui.session.LiveSession``: a ``Feed`` sink, maybe a file sink too)
+and ``sattui record`` (a ``RecordingWriter`` sink) see the same data, and a replayed
+recording looks like the live session that made it.
+
+The tick loop (:meth:`Engine.run`) runs in whichever thread calls it: the caller's for
+``sattui record``, a background thread for a live session. py-spy chunks, card samples
+and sampler events reach it through queues, so a slow py-spy or vendor tool never delays
+the process samples.
 """
 
 from __future__ import annotations
@@ -18,22 +27,28 @@ from typing import Any
 
 import psutil
 
+from sattui.advisor.base import usable_cpus
 from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
-from sattui.model import CardSample, Event, StackChunk
+from sattui.model import CardInfo, CardSample, Event, StackChunk
 from sattui.record import RecordingWriter, make_header, stacks_to_record
 from sattui.timeline import Clock
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
 from sattui.trainer.states import classify, read_source_line
+from sattui.vendors.base import Backend
 
 DEFAULT_INTERVAL_S = 1.0
 
 
 def classify_chunk(chunk: StackChunk, cuda: bool = False) -> None:
-    """Give every main-thread sample of a chunk its state (other threads stay None)."""
+    """Give every main-thread sample of a chunk its state (other threads stay None).
+
+    A sample with no frames is a read py-spy could not complete (nonblocking reads tear
+    now and then): its state is unknown, so it stays None and counts in no share.
+    """
     for s in chunk.samples:
-        if s.is_main:
+        if s.is_main and s.frames:
             s.activity = classify(s.frames, source_line=read_source_line, cuda=cuda)
 
 
@@ -57,49 +72,202 @@ class RecordResult:
     notes: list[str] = field(default_factory=list)
 
 
-class Recorder:
-    """Records one trainer (``pid``) and the cards until the duration ends, the trainer
-    exits, or a signal comes. With ``pid=None`` it records cards only.
+Sink = Callable[[list[dict[str, Any]]], None]
 
-    ``child`` is the Popen of a trainer sattui started itself (``record -- CMD``): its
-    exit code is recorded, and it is stopped if the recording ends first.
+# Events whose message the user must see even headless (the cause of missing stacks).
+_LOGGED_EVENTS = ("permission_denied", "not_python", "sampler_missing")
+
+
+class Engine:
+    """Samples one trainer (``pid``, None: cards only) and the cards into sinks.
+
+    Life cycle: ``open()`` (finds the tree and the backend, builds ``header``; raises
+    ``SattuiError`` on bad input), ``add_sink()``, ``start()`` (threads), ``run()`` (the
+    tick loop, until a stop, the duration, or the trainer's exit), ``shutdown()``
+    (threads stopped, last records delivered), ``stop_child()``.
+
+    ``child`` is the Popen of a trainer sattui started itself (``-- CMD``): its exit
+    code is kept, and ``stop_child`` stops it (and what it left) if sampling ends first.
     """
 
-    def __init__(self, pid: int | None, opts: RecordOptions, child: subprocess.Popen[bytes] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, pid: int | None, *, interval_s: float = DEFAULT_INTERVAL_S,
+                 rate_hz: float = DEFAULT_RATE_HZ, stacks: bool = True, backend: str = "auto",
+                 card_interval_s: float = DEFAULT_CARD_INTERVAL_S,
+                 child: subprocess.Popen[bytes] | None = None,
+                 log: Callable[[str], None] | None = None, clock: Clock | None = None) -> None:
         self.pid = pid
-        self.opts = opts
+        self.interval_s = interval_s
+        self.rate_hz = rate_hz
+        self.stacks = stacks
+        self.backend_name = backend
+        self.card_interval_s = card_interval_s
         self.child = child
         self.log = log or (lambda msg: None)
-        self.clock = Clock()
+        self.clock = clock or Clock()
+        self.sinks: list[Sink] = []
+        self.header: dict[str, Any] = {}
+        self.tree: ProcessTree | None = None
+        self.info: dict[str, Any] = {}
+        self.backend: Backend | None = None
+        self.cards: list[CardInfo] = []
+        self.skipped: list[str] = []
+        self.poller: CardPoller | None = None
+        self.samplers: dict[int, StackSampler] = {}
+        self.trainer_exited = False
+        self.exit_code: int | None = None
         self._stop = threading.Event()
-        self._ended_by = "duration"
+        self._stop_reason: str | None = None
         self._chunks: queue.Queue[StackChunk] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
         self._card_samples: queue.Queue[list[CardSample]] = queue.Queue()
-        self._samplers: dict[int, StackSampler] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._shut = False
+
+    # -- setup
+
+    def open(self) -> dict[str, Any]:
+        from sattui.vendors.base import open_backend
+
+        self.tree = ProcessTree(self.pid, self.clock) if self.pid is not None else None
+        if self.tree is not None:
+            self.pid = self.tree.pid
+        self.info = self.tree.info() if self.tree is not None else {}
+        backend, cards, skipped = open_backend(self.backend_name, self.clock)
+        if self.tree is None and backend is None:
+            why = "; ".join(skipped) if skipped else "no backend chosen"
+            raise SattuiError(f"no accelerator found to record ({why})")
+        self.backend, self.cards, self.skipped = backend, cards, skipped
+        info = self.info
+        self.header = make_header(pid=self.pid, cmdline=info.get("cmdline"),
+                                  backend=backend.name if backend else None,
+                                  cards=[c.to_record() for c in cards],
+                                  env=info.get("env") or {}, nspid=info.get("nspid"),
+                                  launcher=info.get("launcher"), interval_s=self.interval_s,
+                                  stack_rate_hz=self.rate_hz if self.stacks and self.tree else None,
+                                  cpu_usable=usable_cpus())
+        # `.item()`/`.to()` lines are host-device syncs and copies only when the job has a
+        # real accelerator; on a CPU job (or the demo's simulated card) they are plain compute.
+        self._on_accelerator = backend is not None and not any(c.simulated for c in cards)
+        # Said once, before any sample: delivered by the first batch.
+        if backend is not None and skipped:
+            self._pending.append(Event(self.clock(), "backends_skipped",
+                                       f"using {backend.name}; passed over: " + "; ".join(skipped),
+                                       {"skipped": skipped}).to_record())
+        if backend is None and skipped:
+            self._pending.append(Event(self.clock(), "no_accelerator",
+                                       "no accelerator found: " + "; ".join(skipped),
+                                       {"skipped": skipped}).to_record())
+        return self.header
+
+    def add_sink(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    def close_backend(self) -> None:
+        """Undo ``open()`` when what comes after it fails (the output cannot be created)."""
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+    def start(self) -> None:
+        if self.backend is not None:
+            self.poller = CardPoller(self.backend, self.clock, self._card_samples.put, self._events.put,
+                                     interval_s=self.card_interval_s)
+            self.poller.start()
+        if self.tree is not None:
+            self._start_samplers()
+
+    # -- the loop
 
     def request_stop(self, why: str = "signal") -> None:
-        self._ended_by = why
+        self._stop_reason = why
         self._stop.set()
 
-    def _start_sampler(self, pid: int) -> None:
-        if not self.opts.stacks or pid in self._samplers:
-            return
-        sampler = StackSampler(pid, self.clock, on_chunk=self._chunks.put, on_event=self._events.put,
-                               rate_hz=self.opts.rate_hz)
-        self._samplers[pid] = sampler
-        sampler.start()
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
-    def _drain(self, writer: RecordingWriter) -> None:
-        out: list[dict[str, Any]] = []
+    def tick(self) -> bool:
+        """One tick: the tree, new samplers, queued chunks/cards/events out to the sinks.
+
+        Returns True once the trainer has exited (the ``trainer_exited`` event is out).
+        """
+        tree = self.tree
+        out = self._pending
+        self._pending = []
+        if tree is not None and not self.trainer_exited:
+            procs, events = tree.sample()
+            # trainer_exited is written below, with the exit code when there is one.
+            out.extend(p.to_record() for p in procs)
+            out.extend(e.to_record() for e in events if e.type != "trainer_exited")
+            self._start_samplers()
+        self._drain(out)
+        if tree is not None and not self.trainer_exited and (
+                not tree.main_alive() or (self.child is not None and self.child.poll() is not None)):
+            self.trainer_exited = True
+            self.exit_code = self._child_exit_code()
+            msg = "trainer exited" + (f" with code {self.exit_code}" if self.exit_code is not None else "")
+            self.emit([Event(self.clock(), "trainer_exited", msg,
+                             {"pid": self.pid, "exit_code": self.exit_code}).to_record()])
+            self.log(msg)
+        return self.trainer_exited
+
+    def run(self, duration_s: float | None = None, stop_on_exit: bool = True,
+            on_tick: Callable[[], None] | None = None) -> str:
+        """Tick every ``interval_s`` until stopped; returns why it ended.
+
+        ``stop_on_exit=False`` keeps ticking after the trainer exited (a live screen keeps
+        showing the cards and keeps the last data); ``on_tick`` runs after every tick.
+        """
+        next_tick = time.monotonic()
+        deadline = None if duration_s is None else next_tick + duration_s
+        while not self._stop.is_set():
+            exited = self.tick()
+            if on_tick is not None:
+                on_tick()
+            if exited and stop_on_exit:
+                return "trainer_exited"
+            next_tick += self.interval_s
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "duration"
+            wait = next_tick - now
+            if deadline is not None:
+                wait = min(wait, deadline - now)
+            if wait < 0:  # we fell behind (a slow tick): do not try to catch up in a burst
+                next_tick = now
+                wait = 0
+            self._stop.wait(wait)
+        return self._stop_reason or "signal"
+
+    def shutdown(self, ended_by: str, end_event: str | None = "recording_ended") -> None:
+        """Stop py-spy and the poller, release the backend, deliver what is left."""
+        if self._shut:
+            return
+        self._shut = True
+        for s in self.samplers.values():
+            s.stop()
+        if self.poller is not None:
+            self.poller.stop()
+        self.close_backend()
+        out = self._pending
+        self._pending = []
+        self._drain(out)
+        if end_event is not None:
+            self.emit([Event(self.clock(), end_event, f"recording ended: {ended_by}",
+                             {"ended_by": ended_by}).to_record()])
+
+    def emit(self, records: list[dict[str, Any]]) -> None:
+        for sink in self.sinks:
+            sink(records)
+
+    def _drain(self, out: list[dict[str, Any]]) -> None:
         while True:
             try:
                 ev = self._events.get_nowait()
             except queue.Empty:
                 break
             out.append(ev.to_record())
-            if ev.type in ("permission_denied", "not_python", "sampler_missing"):
+            if ev.type in _LOGGED_EVENTS:
                 self.log(ev.message)
         while True:
             try:
@@ -111,106 +279,39 @@ class Recorder:
                 chunk = self._chunks.get_nowait()
             except queue.Empty:
                 break
-            classify_chunk(chunk)
+            classify_chunk(chunk, cuda=getattr(self, "_on_accelerator", False))
             out.append(stacks_to_record(chunk))
         if out:
             out.sort(key=lambda r: r["t"])
-            writer.write_many(out)
+            self.emit(out)
 
-    def run(self) -> RecordResult:
-        from sattui.vendors.base import open_backend
+    # -- py-spy
 
-        tree = ProcessTree(self.pid, self.clock) if self.pid is not None else None
-        info = tree.info() if tree is not None else {}
-        backend, cards, skipped = open_backend(self.opts.backend, self.clock)
-        if tree is None and backend is None:
-            why = "; ".join(skipped) if skipped else "no backend chosen"
-            raise SattuiError(f"no accelerator found to record ({why})")
-        header = make_header(pid=self.pid, cmdline=info.get("cmdline"), backend=backend.name if backend else None,
-                             cards=[c.to_record() for c in cards],
-                             env=info.get("env") or {}, nspid=info.get("nspid"),
-                             launcher=info.get("launcher"), interval_s=self.opts.interval_s,
-                             stack_rate_hz=self.opts.rate_hz if self.opts.stacks and tree else None)
-        try:
-            writer = RecordingWriter(self.opts.out_path, header)
-        except BaseException:
-            if backend is not None:
-                backend.close()
-            raise
-        if backend is not None and skipped:
-            writer.write(Event(self.clock(), "backends_skipped",
-                               f"using {backend.name}; passed over: " + "; ".join(skipped),
-                               {"skipped": skipped}).to_record())
-        if backend is None and skipped:
-            writer.write(Event(self.clock(), "no_accelerator", "no accelerator found: " + "; ".join(skipped),
-                               {"skipped": skipped}).to_record())
-        poller = None
-        if backend is not None:
-            poller = CardPoller(backend, self.clock, self._card_samples.put, self._events.put,
-                                interval_s=self.opts.card_interval_s)
-            poller.start()
-        exit_code: int | None = None
-        try:
-            if tree is not None:
-                self._start_samplers(tree, info)
-            next_tick = time.monotonic()
-            deadline = None if self.opts.duration_s is None else next_tick + self.opts.duration_s
-            while not self._stop.is_set():
-                if tree is not None:
-                    procs, events = tree.sample()
-                    # The recorder writes trainer_exited itself, with the exit code when it has one.
-                    recs = [p.to_record() for p in procs] + [e.to_record() for e in events
-                                                             if e.type != "trainer_exited"]
-                    if recs:
-                        writer.write_many(recs)
-                    self._start_samplers(tree, info)
-                self._drain(writer)
-                if tree is not None and (not tree.main_alive()
-                                         or (self.child is not None and self.child.poll() is not None)):
-                    self._ended_by = "trainer_exited"
-                    exit_code = self._child_exit_code()
-                    msg = "trainer exited" + (f" with code {exit_code}" if exit_code is not None else "")
-                    writer.write(Event(self.clock(), "trainer_exited", msg,
-                                       {"pid": self.pid, "exit_code": exit_code}).to_record())
-                    self.log(msg)
-                    break
-                next_tick += self.opts.interval_s
-                now = time.monotonic()
-                if deadline is not None and now >= deadline:
-                    self._ended_by = "duration"
-                    break
-                wait = next_tick - now
-                if deadline is not None:
-                    wait = min(wait, deadline - now)
-                if wait < 0:  # we fell behind (a slow tick): do not try to catch up in a burst
-                    next_tick = now
-                    wait = 0
-                self._stop.wait(wait)
-        finally:
-            for s in self._samplers.values():
-                s.stop()
-            if poller is not None:
-                poller.stop()
-            if backend is not None:
-                backend.close()
-            try:
-                self._drain(writer)
-                writer.write(Event(self.clock(), "recording_ended", f"recording ended: {self._ended_by}",
-                                   {"ended_by": self._ended_by}).to_record())
-            finally:
-                writer.close()
-            if self.child is not None and exit_code is None:
-                exit_code = self._stop_child()
-        return RecordResult(duration_s=self.clock(), records=writer.records_written,
-                            trainer_exit_code=exit_code, ended_by=self._ended_by)
+    def _start_sampler(self, pid: int) -> None:
+        if not self.stacks or pid in self.samplers:
+            return
+        sampler = StackSampler(pid, self.clock, on_chunk=self._chunks.put, on_event=self._events.put,
+                               rate_hz=self.rate_hz)
+        self.samplers[pid] = sampler
+        sampler.start()
 
-    def _start_samplers(self, tree: ProcessTree, info: dict[str, Any]) -> None:
-        if info.get("launcher"):
+    def _start_samplers(self) -> None:
+        tree = self.tree
+        assert tree is not None
+        if self.info.get("launcher"):
             # A torchrun launcher only waits on its ranks: sample the ranks instead.
             for rpid in tree.rank_pids().values():
                 self._start_sampler(rpid)
         elif self.pid is not None:
             self._start_sampler(self.pid)
+
+    def main_sampler(self) -> StackSampler | None:
+        """The sampler of the trainer (or of its lowest rank under torchrun)."""
+        if self.pid is not None and self.pid in self.samplers:
+            return self.samplers[self.pid]
+        return next(iter(self.samplers.values()), None)
+
+    # -- the child we started
 
     def _child_exit_code(self) -> int | None:
         if self.child is None:
@@ -220,10 +321,11 @@ class Recorder:
         except subprocess.TimeoutExpired:
             return None
 
-    def _stop_child(self) -> int | None:
-        """The recording ended first: stop the trainer sattui started (it is ours)."""
+    def stop_child(self) -> int | None:
+        """Sampling ended first: stop the trainer sattui started (it is ours)."""
         child = self.child
-        assert child is not None
+        if child is None:
+            return None
         if child.poll() is not None:
             return child.returncode
         try:
@@ -248,3 +350,49 @@ class Recorder:
                     p.kill()
                 except psutil.Error:
                     pass
+
+
+class Recorder:
+    """Records one trainer (``pid``) and the cards until the duration ends, the trainer
+    exits, or a signal comes. With ``pid=None`` it records cards only.
+
+    ``child`` is the Popen of a trainer sattui started itself (``record -- CMD``): its
+    exit code is recorded, and it is stopped if the recording ends first.
+    """
+
+    def __init__(self, pid: int | None, opts: RecordOptions, child: subprocess.Popen[bytes] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.pid = pid
+        self.opts = opts
+        self.child = child
+        self.log = log or (lambda msg: None)
+        self.engine = Engine(pid, interval_s=opts.interval_s, rate_hz=opts.rate_hz, stacks=opts.stacks,
+                             backend=opts.backend, card_interval_s=opts.card_interval_s, child=child,
+                             log=self.log)
+        self.clock = self.engine.clock
+
+    def request_stop(self, why: str = "signal") -> None:
+        self.engine.request_stop(why)
+
+    def run(self) -> RecordResult:
+        engine = self.engine
+        header = engine.open()
+        try:
+            writer = RecordingWriter(self.opts.out_path, header)
+        except BaseException:
+            engine.close_backend()
+            raise
+        engine.add_sink(writer.write_many)
+        ended_by = "signal"
+        exit_code: int | None = None
+        try:
+            engine.start()
+            ended_by = engine.run(self.opts.duration_s)
+        finally:
+            try:
+                engine.shutdown(ended_by)
+            finally:
+                writer.close()
+            exit_code = engine.exit_code if engine.exit_code is not None else engine.stop_child()
+        return RecordResult(duration_s=self.clock(), records=writer.records_written,
+                            trainer_exit_code=exit_code, ended_by=ended_by)

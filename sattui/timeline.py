@@ -69,14 +69,18 @@ class Ring(Generic[T]):
         if self._len and t < self.time_at(self._len - 1):
             self._insert_sorted(t, item)
             return
+        # Store before publishing (length/start moved last), so a reader on another thread
+        # never sees a slot that is counted but not yet filled.
         if self._len < self.capacity:
             p = self._phys(self._len)
+            self._items[p] = item
+            self._times[p] = t
             self._len += 1
         else:  # full: overwrite the oldest
             p = self._start
+            self._items[p] = item
+            self._times[p] = t
             self._start = (self._start + 1) % self.capacity
-        self._items[p] = item
-        self._times[p] = t
 
     def _insert_sorted(self, t: float, item: T) -> None:
         pairs = list(zip(self._iter_times(), self))

@@ -7,12 +7,18 @@ It measures its own truth from the inside: with ``--truth FILE`` it appends, abo
 once a second, the wall clock and the cumulative seconds spent in ``next(loader)``,
 so a test can compute the true data-wait share over exactly the window sattui saw.
 
+With ``--sim-card FILE`` it also feeds the demo's simulated card
+(``sattui.vendors.sim``): it appends its pid, the bytes its model and one batch would
+hold on a card, and, for every step, when forward + backward + optimizer began and
+ended (``time.monotonic()``). The simulated card is busy exactly in those intervals.
+
 Scenarios (advisor-rules.md §4.2):
   input_bound    1 worker whose __getitem__ busy-loops ~1 ms, batch 64, small MLP (S01)
   compute_bound  cheap data (index a tensor), a larger MLP (S00)
   inline         num_workers=0, __getitem__ busy-loops 0.5 ms (S03)
   io_bound       2 workers, __getitem__ sleeps 2 ms (S02)
   healthy        alias of compute_bound
+  starved        alias of input_bound
 """
 
 from __future__ import annotations
@@ -32,17 +38,26 @@ SCENARIOS = {
     "input_bound": (1, 1.0, 0.0, 512, 3),
     "compute_bound": (1, 0.0, 0.0, 2048, 4),
     "healthy": (1, 0.0, 0.0, 2048, 4),
+    "starved": (1, 0.0, 0.0, 1024, 4),
     "inline": (0, 0.5, 0.0, 512, 3),
     "io_bound": (2, 0.0, 2.0, 512, 3),
+}
+# name: (items per shard, ms to open a shard): the first item of every shard a worker
+# serves pays for the whole shard, as a tar/record shard or a cold cache would.
+SHARDS = {
+    "starved": (32 * 64, 1500.0),
 }
 
 
 class SyntheticDataset(Dataset):
     """Random features; each item costs ``busy_ms`` of CPU and ``sleep_ms`` of waiting."""
 
-    def __init__(self, n: int, dim: int, busy_ms: float, sleep_ms: float) -> None:
+    def __init__(self, n: int, dim: int, busy_ms: float, sleep_ms: float,
+                 shard_items: int = 0, shard_ms: float = 0.0) -> None:
         self.n, self.dim = n, dim
         self.busy_s, self.sleep_s = busy_ms / 1000.0, sleep_ms / 1000.0
+        self.shard_items, self.shard_s = shard_items, shard_ms / 1000.0
+        self.served = 0  # per worker process: each has its own copy
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(n, dim, generator=g)
         self.y = torch.randint(0, 10, (n,), generator=g)
@@ -51,6 +66,10 @@ class SyntheticDataset(Dataset):
         return self.n
 
     def __getitem__(self, i: int):
+        if self.shard_items:
+            if self.served % self.shard_items == 0:
+                self._busy(self.shard_s)
+            self.served += 1
         if self.busy_s:
             end = time.perf_counter() + self.busy_s
             while time.perf_counter() < end:
@@ -58,6 +77,12 @@ class SyntheticDataset(Dataset):
         if self.sleep_s:
             time.sleep(self.sleep_s)
         return self.x[i], self.y[i]
+
+    @staticmethod
+    def _busy(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
 
 
 def make_model(dim: int, width: int, depth: int) -> nn.Module:
@@ -116,6 +141,31 @@ class CpuPinStage:
             pass
 
 
+class SimCardFeed:
+    """Tells the simulated card (sattui.vendors.sim) when this trainer computes.
+
+    Line-buffered appends of a few bytes per step: cheap next to any step, and each
+    line reaches the file whole, so the reader sees complete lines or a torn tail.
+    """
+
+    def __init__(self, path: str, model: nn.Module, batch: int, dim: int) -> None:
+        self.f = open(path, "a", buffering=1)
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        widths = sum(m.out_features for m in model.modules() if isinstance(m, nn.Linear))
+        # weights + gradients, one batch of inputs, and the activations kept for backward
+        mem = 2 * params + batch * dim * 4 + 2 * batch * widths * 4
+        self.f.write(f"pid {os.getpid()}\nmem {mem}\n")
+
+    def begin(self) -> None:
+        self.f.write(f"b {time.monotonic():.6f}\n")
+
+    def end(self) -> None:
+        self.f.write(f"e {time.monotonic():.6f}\n")
+
+    def close(self) -> None:
+        self.f.close()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sattui.demo.trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,6 +183,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--truth", default=None, help="append per-second truth JSON lines here")
     p.add_argument("--steps-file", default=None, help="write steps/s at exit here (benchmarks)")
+    p.add_argument("--sim-card", default=None, metavar="FILE",
+                   help="append compute intervals here for sattui's simulated card (sattui demo)")
     return p.parse_args(argv)
 
 
@@ -144,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.torch_threads)
     torch.manual_seed(0)
     dim = 128
-    ds = SyntheticDataset(args.epoch_items, dim, busy_ms, sleep_ms)
+    shard_items, shard_ms = SHARDS.get(args.scenario, (0, 0.0))
+    ds = SyntheticDataset(args.epoch_items, dim, busy_ms, sleep_ms, shard_items, shard_ms)
     has_accel = torch.accelerator.is_available()
     loader_kw: dict = dict(batch_size=args.batch, shuffle=True, num_workers=workers,
                            pin_memory=args.pin_memory and has_accel)
@@ -163,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     _idle_threads(args.extra_threads, stop)
 
     truth = open(args.truth, "a", buffering=1) if args.truth else None
+    sim = SimCardFeed(args.sim_card, model, args.batch, dim) if args.sim_card else None
     wait_s = 0.0
     steps = 0
     t_start = time.perf_counter()
@@ -183,10 +237,14 @@ def main(argv: list[str] | None = None) -> int:
                 wait_s += t1 - t0
                 if pin_stage is not None:
                     pin_stage.offer((x, y))
+                if sim is not None:
+                    sim.begin()
                 opt.zero_grad()
                 loss = loss_fn(model(x), y)
                 loss.backward()
                 opt.step()
+                if sim is not None:
+                    sim.end()
                 steps += 1
                 now = time.perf_counter()
                 if truth is not None and now >= next_truth:
@@ -197,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
     finally:
         stop.set()
+        if sim is not None:
+            sim.close()
         if pin_stage is not None:
             pin_stage.close()
         elapsed = time.perf_counter() - t_start

@@ -112,7 +112,8 @@ def load_all() -> None:
     """Import every backend module so the registry is full (import errors stay local)."""
     import importlib
 
-    for mod in ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren", "intel", "drm"):
+    # sim is registered too (``--backend sim``), but AUTO_ORDER leaves it out of auto.
+    for mod in ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren", "intel", "drm", "sim"):
         try:
             importlib.import_module(f"sattui.vendors.{mod}")
         except ModuleNotFoundError as e:

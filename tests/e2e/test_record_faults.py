@@ -62,10 +62,8 @@ def test_report_of_a_foreign_file(tmp_path):
 def test_help_lists_only_built_commands():
     r = run_sattui("--help")
     assert r.returncode == 0
-    for cmd in ("record", "report", "doctor"):
+    for cmd in ("record", "report", "doctor", "replay", "demo"):
         assert cmd in r.stdout
-    for absent in ("replay", "demo"):
-        assert absent not in r.stdout
     v = run_sattui("--version")
     assert v.returncode == 0 and v.stdout.startswith("sattui ")
 

@@ -1,0 +1,191 @@
+"""The monitor's own cost: time to the first full frame, and its CPU while redrawing.
+
+Each case runs the real app in a child process on a real pseudo-terminal (so Textual's
+whole path runs, down to writing escape codes; the parent drains the terminal), over a
+ReplaySession of the fixture recording (tests/fixtures/recordings/ui_fixture.jsonl):
+
+* first frame: from just before the child is started (the parent's monotonic clock,
+  which the child shares) to the end of the refresh that drew the first data;
+* CPU: ``time.process_time()`` of the child (all its threads) over ``--seconds`` after the
+  first frame, as % of one core. "playing": the replay cursor moves at real speed, so
+  every redraw has a new window to bin (what a live session costs); "paused": nothing
+  moves (a paused view, or a live one between samples).
+
+Targets (issue): first frame ≤ 1 s; own CPU ≤ 5 % of a core at the default redraw rate.
+
+Run:  python bench/tui_frame.py [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
+
+CASES = (
+    # name, columns, rows, play, window_s, recording (None: the fixture)
+    ("80x24 playing, 1m window", 80, 24, True, 60.0, None),
+    ("80x24 paused", 80, 24, False, 60.0, None),
+    ("160x48 playing, 1m window", 160, 48, True, 60.0, None),
+    ("160x48 playing, 15m window", 160, 48, True, 900.0, None),
+    ("8 cards 1h, 160x48, 1h window", 160, 48, True, 3600.0, "big"),
+)
+
+
+def write_big(path: str, hours: float = 1.0, cards: int = 8) -> None:
+    """A long, wide recording for the worst case: 8 cards at 2 Hz, 5 processes at 1 Hz,
+    main-thread spans at ~4 per second, one hour."""
+    import random
+
+    rng = random.Random(1)
+    dur = hours * 3600
+    hdr = {"kind": "header", "format": "sattui/1", "started_at": "2026-11-30T15:00:00+00:00", "host": "bench",
+           "pid": 1000, "cmdline": ["python", "train.py"], "backend": "nvml", "interval_s": 1.0,
+           "stack_rate_hz": 20.0, "cards": [{"card": c, "vendor": "nvidia", "name": "NVIDIA H200",
+                                             "mem_total": 150 * 2 ** 30, "power_limit_w": 700.0}
+                                            for c in range(cards)]}
+    with open(path, "w") as f:
+        f.write(json.dumps(hdr) + "\n")
+        t = 0.0
+        chunk_t = 0.0
+        samples = []
+        while t < dur:
+            t = round(t + 0.5, 3)
+            for c in range(cards):
+                f.write(json.dumps({"kind": "card", "t": t, "card": c, "util": rng.choice((3.0, 97.0, 99.0)),
+                                    "sm_active": 70.0, "mem_used": 2 ** 36, "mem_total": 150 * 2 ** 30,
+                                    "power_w": 500.0, "temp_c": 70.0, "clock_reasons": 4}) + "\n")
+            if t == int(t):
+                for pid, role in ((1000, "main"), (1001, "worker"), (1002, "worker"), (1003, "worker"),
+                                  (1004, "worker")):
+                    f.write(json.dumps({"kind": "proc", "t": t, "pid": pid, "ppid": 1, "role": role, "rank": None,
+                                        "name": "python", "cpu": rng.random(), "state": "R", "rss": 2 ** 30,
+                                        "read_Bps": 1e7, "write_Bps": 0.0}) + "\n")
+            samples.append([t - 0.5, 0.25, 1000, 0, "data_wait"])
+            samples.append([t - 0.25, 0.25, 1000, 1, "forward"])
+            if t - chunk_t >= 5:
+                f.write(json.dumps({"kind": "stacks", "t": chunk_t, "t_end": t, "pid": 1000, "rate_hz": 20.0,
+                                    "errors": 0, "threads": {"1000": "MainThread"},
+                                    "frames": [["get", "queue.py", 180], ["forward", "model.py", 10]],
+                                    "stacks": [[0], [1]], "samples": samples}) + "\n")
+                chunk_t, samples = t, []
+
+
+def child(out: str, seconds: float, play: bool, window_s: float, recording: str) -> None:
+    t_launch = float(os.environ["SATTUI_BENCH_T0"])
+    sys.path.insert(0, str(ROOT))
+    from sattui.app import SattuiApp
+    from sattui.session import ReplaySession
+
+    session = ReplaySession(recording)
+    session.seek(30.0 if recording == str(FIXTURE) else session.duration - seconds - 5)
+    result: dict[str, float] = {}
+
+    class BenchApp(SattuiApp):
+        def on_first_frame(self) -> None:
+            result["first_frame_s"] = self.first_frame_at - t_launch  # type: ignore[operator]
+            if play:
+                session.toggle_play()
+            self._cpu0 = time.process_time()
+            self._wall0 = time.monotonic()
+            self._redraws0 = self.redraws
+            self.set_timer(seconds, self._done)
+
+        def _done(self) -> None:
+            cpu = time.process_time() - self._cpu0
+            wall = time.monotonic() - self._wall0
+            result.update(cpu_pct=100.0 * cpu / wall, wall_s=wall, redraws=self.redraws - self._redraws0)
+            self.exit()
+
+    BenchApp(session, window_s=window_s, show_clock=False).run()
+    Path(out).write_text(json.dumps(result))
+
+
+def run_case(cols: int, rows: int, play: bool, window_s: float, seconds: float, recording: str) -> dict[str, float]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
+    drained = threading.Event()
+
+    def drain() -> None:
+        while True:
+            try:
+                if not os.read(master, 65536):
+                    break
+            except OSError:
+                break
+        drained.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    env["SATTUI_BENCH_T0"] = repr(time.monotonic())
+    proc = subprocess.Popen([sys.executable, __file__, "--child", out, "--seconds", str(seconds),
+                             "--window", str(window_s), "--recording", recording] + (["--play"] if play else []),
+                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    try:
+        proc.wait(timeout=seconds + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    try:
+        return json.loads(Path(out).read_text() or "{}")
+    finally:
+        os.unlink(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="CPU measuring time per case (default 20)")
+    ap.add_argument("--child", metavar="OUT", help=argparse.SUPPRESS)
+    ap.add_argument("--play", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--window", type=float, default=60.0, help=argparse.SUPPRESS)
+    ap.add_argument("--recording", default=str(FIXTURE), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, args.seconds, args.play, args.window, args.recording)
+        return 0
+    import textual
+
+    print(f"sattui TUI cost (textual {textual.__version__}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs; default redraw 2 Hz; {args.seconds:.0f} s per case)")
+    print(f"{'case':<30} {'first frame':>12} {'own CPU':>10} {'redraws':>8}")
+    worst_frame = worst_cpu = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        big = os.path.join(tmp, "big.jsonl")
+        for name, cols, rows, play, window, rec in CASES:
+            if rec == "big" and not os.path.exists(big):
+                write_big(big)
+            r = run_case(cols, rows, play, window, args.seconds, big if rec == "big" else str(FIXTURE))
+            if not r:
+                print(f"{name:<30} failed")
+                return 1
+            note = ""
+            if rec == "big":
+                note = f"  (first frame includes loading a {os.path.getsize(big) / 1e6:.0f} MB recording)"
+            else:
+                worst_frame = max(worst_frame, r["first_frame_s"])
+            worst_cpu = max(worst_cpu, r["cpu_pct"])
+            print(f"{name:<30} {r['first_frame_s']:>10.2f} s {r['cpu_pct']:>8.1f} % {r['redraws']:>8.0f}{note}")
+    print(f"targets: first frame <= 1 s ({'met' if worst_frame <= 1 else 'MISSED'}, worst {worst_frame:.2f} s); "
+          f"own CPU <= 5 % of a core ({'met' if worst_cpu <= 5 else 'MISSED'}, worst {worst_cpu:.1f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

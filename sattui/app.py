@@ -1,0 +1,297 @@
+"""The Textual app: screens over one Session, redrawn by a timer at a modest rate.
+
+Threads: the Session samples in its own threads and never touches the UI; after each
+batch its ``on_update`` posts a :class:`SessionUpdated` message (``post_message`` is
+thread-safe and, unlike ``call_from_thread``, does not make the sampler wait for the UI
+loop). The UI redraws on a ``set_interval`` timer (2 Hz by default, DESIGN.md: 2–4 Hz),
+and only when something changed: new samples, the clock moving the window, a key. Each
+redraw reads the session once (:class:`~sattui.widgets.viewdata.ViewData`) and bins
+once for the visible screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.screen import Screen
+
+from sattui.screens.base import SattuiScreen
+from sattui.screens.card import CardScreen
+from sattui.screens.help import HelpScreen
+from sattui.screens.main import MainScreen
+from sattui.screens.stacks import StacksScreen
+from sattui.screens.workers import WorkersScreen
+from sattui.widgets import fmt
+from sattui.widgets.binning import BinCache
+from sattui.widgets.header import ViewState
+from sattui.widgets.viewdata import ViewData
+
+if TYPE_CHECKING:
+    from sattui.session import Session
+
+ZOOMS_S = (30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0)
+DEFAULT_WINDOW_S = 60.0
+DEFAULT_REDRAW_HZ = 2.0
+
+
+class SessionUpdated(Message):
+    """Posted from the session's sampling thread after each batch of samples."""
+
+
+class SattuiApp(App[int]):
+    # Absolute, so that a subclass defined elsewhere (bench/tui_frame.py) finds it too.
+    CSS_PATH = str(Path(__file__).with_name("app.tcss"))
+    TITLE = "sattui"
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("w", "workers", "workers"),
+        Binding("s", "stacks", "stacks"),
+        Binding("p", "pause", "pause"),
+        # One footer entry for the pair: 80 columns hold no more.
+        Binding("left_square_bracket", "zoom(-1)", "zoom", key_display="[ ]", tooltip="zoom in ([) / out (])"),
+        Binding("right_square_bracket", "zoom(1)", "zoom out", key_display="]", show=False),
+        # priority: a focused scroll view would take ← → for sideways scrolling it never needs.
+        Binding("left", "scrub(-1)", "time", key_display="← →", tooltip="move the view back (←) / forward (→)",
+                priority=True),
+        Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True),
+        Binding("space", "play", "play", key_display="␣"),
+    ]
+
+    def __init__(self, session: Session, *, redraw_hz: float = DEFAULT_REDRAW_HZ,
+                 window_s: float = DEFAULT_WINDOW_S, show_clock: bool = True, start_session: bool = True) -> None:
+        super().__init__()
+        self.session = session
+        self.redraw_hz = redraw_hz
+        self.window_s = window_s
+        self.show_clock = show_clock
+        self.start_session = start_session
+        self.paused_at: float | None = None  # live: the frozen end of the view
+        self.cache = BinCache()
+        self._dirty = True
+        self._last_sig: Any = None
+        self._last_tick = time.monotonic()
+        self.redraws = 0
+        self.updates = 0
+        self.first_frame_at: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return bool(getattr(self.session, "live", False))
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen())
+        if self.start_session:
+            self.session.start()
+        self.set_interval(1.0 / self.redraw_hz, self._on_timer, name="redraw")
+        self.call_after_refresh(self._first_frame)
+
+    def _first_frame(self) -> None:
+        self.redraw(True)
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        # After the first redraw's refresh: the first full frame (bench/tui_frame.py).
+        if self.first_frame_at is None:
+            self.first_frame_at = time.monotonic()
+            self.on_first_frame()
+
+    def on_first_frame(self) -> None:
+        """Hook for benchmarks and tests; nothing to do in the app itself."""
+
+    def on_session_updated(self, _msg: SessionUpdated) -> None:
+        self._dirty = True
+        self.updates += 1
+
+    def _on_timer(self) -> None:
+        now = time.monotonic()
+        dt, self._last_tick = now - self._last_tick, now
+        if not self.live and getattr(self.session, "playing", False):
+            self.session.tick(dt)
+            self._dirty = True
+        self.redraw()
+
+    # -- the view -------------------------------------------------------------------------
+
+    def view_end(self) -> float:
+        if not self.live:
+            return float(getattr(self.session, "cursor", self.session.now()))
+        if self.paused_at is not None:
+            return self.paused_at
+        return float(self.session.now())
+
+    def view_state(self) -> ViewState:
+        return ViewState(window_s=self.window_s, paused=self.live and self.paused_at is not None,
+                         replay=not self.live, playing=bool(getattr(self.session, "playing", False)),
+                         duration=getattr(self.session, "duration", None), show_clock=self.show_clock)
+
+    def redraw(self, force: bool = False) -> None:
+        """Read the session once and hand that to the visible screen (if it is ours)."""
+        screen = self.screen
+        if not isinstance(screen, SattuiScreen):
+            return
+        t_end = self.view_end()
+        # New live samples set _dirty (SessionUpdated); a replay's data never changes.
+        sig = (id(screen), round(t_end, 1), self.window_s, self.paused_at, self.view_state(), self.size)
+        if not force and not self._dirty and sig == self._last_sig:
+            return
+        self._dirty = False
+        self._last_sig = sig
+        data = ViewData(self.session, t_end, self.window_s, self.cache)
+        # The sampler thread appends under this lock; reading a window without it could
+        # meet a half-appended ring. A redraw reads and bins in a few ms.
+        try:
+            with self._locked():
+                screen.refresh_view(data, self.view_state())
+        except NoMatches:
+            # A resize can land between a screen's push and its compose: draw next tick.
+            self._dirty = True
+            return
+        self.redraws += 1
+
+    def _locked(self) -> contextlib.AbstractContextManager[Any]:
+        return getattr(self.session, "lock", None) or contextlib.nullcontext()
+
+    # -- actions --------------------------------------------------------------------------
+
+    def _main_depth(self) -> int:
+        """Screens up to and including the main screen (Textual keeps a default one below)."""
+        for i, scr in enumerate(self.screen_stack):
+            if isinstance(scr, MainScreen):
+                return i + 1
+        return len(self.screen_stack)
+
+    def _open(self, screen: Screen) -> None:
+        # Keep the stack shallow: every drill-down sits directly on the main screen, so
+        # Esc always leads back there.
+        depth = self._main_depth()
+        while len(self.screen_stack) > depth + 1:
+            self.pop_screen()
+        if len(self.screen_stack) == depth + 1:
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
+
+    def action_go_back(self) -> None:
+        if len(self.screen_stack) > self._main_depth():
+            self.pop_screen()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self._open(HelpScreen())
+
+    def action_workers(self) -> None:
+        if not isinstance(self.screen, WorkersScreen):
+            self._open(WorkersScreen())
+
+    def action_stacks(self) -> None:
+        if not isinstance(self.screen, StacksScreen):
+            self._open(StacksScreen())
+
+    def action_open_card(self, card: int) -> None:
+        with self._locked():
+            cards = [c.get("card") for c in (self.session.header or {}).get("cards") or []]
+            cards += [k for k in self.session.timeline.keys("card") if k not in cards]
+        if card not in cards:
+            self.notify(f"no card {card}", severity="warning")
+            return
+        if isinstance(self.screen, CardScreen) and self.screen.card == card:
+            return
+        self._open(CardScreen(card))
+
+    def action_zoom(self, step: int) -> None:
+        i = min(range(len(ZOOMS_S)), key=lambda k: abs(ZOOMS_S[k] - self.window_s))
+        self.window_s = ZOOMS_S[max(0, min(len(ZOOMS_S) - 1, i + step))]
+        self.notify(f"window {fmt.window(self.window_s)}", timeout=1.5)
+        self.redraw(True)
+
+    def action_pause(self) -> None:
+        if not self.live:
+            self.action_play()
+            return
+        self.paused_at = None if self.paused_at is not None else float(self.session.now())
+        self.redraw(True)
+
+    def action_play(self) -> None:
+        if not self.live:
+            self.session.toggle_play()
+            self._last_tick = time.monotonic()
+            self.redraw(True)
+
+    def action_scrub(self, direction: int) -> None:
+        step = max(1.0, self.window_s / 12)
+        if not self.live:
+            self.session.step(direction * step)
+        else:
+            now = float(self.session.now())
+            t = (self.paused_at if self.paused_at is not None else now) + direction * step
+            self.paused_at = None if t >= now else max(0.0, t)
+        self.redraw(True)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Space only means something over a recording: keep it out of a live footer.
+        if action == "play" and self.live:
+            return False
+        # The key of the screen you are on would do nothing: keep it out of the footer.
+        here = {"workers": WorkersScreen, "stacks": StacksScreen, "help": HelpScreen}.get(action)
+        if here is not None and isinstance(self.screen, here):
+            return False
+        return True
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Help", "Keys and how to read the strips", self.action_help)
+        yield SystemCommand("Workers", "Every process of the trainer: CPU, state, I/O", self.action_workers)
+        yield SystemCommand("Stacks", "Main-thread functions by share of samples", self.action_stacks)
+        yield SystemCommand("Pause / follow", "Freeze the view (sampling goes on)", self.action_pause)
+        yield SystemCommand("Zoom in", "Shorter time window", lambda: self.action_zoom(-1))
+        yield SystemCommand("Zoom out", "Longer time window", lambda: self.action_zoom(1))
+        yield SystemCommand("Back in time", "Move the view back", lambda: self.action_scrub(-1))
+        yield SystemCommand("Forward in time", "Move the view forward", lambda: self.action_scrub(1))
+        if not self.live:
+            yield SystemCommand("Play / pause replay", "Start or stop the replay cursor", self.action_play)
+        for info in (self.session.header or {}).get("cards") or []:
+            c = info.get("card")
+            yield SystemCommand(f"Card {c}", f"All metrics of card {c} ({info.get('name') or '?'})",
+                                lambda c=c: self.action_open_card(c))
+
+
+def connect(app: SattuiApp, session: Session) -> None:
+    """Point a live session's ``on_update`` (called on its sampling thread) at the app."""
+    if getattr(session, "live", False):
+        # A thread-safe post, never a UI call: the sampler must not wait for the screen.
+        session.on_update = lambda: app.post_message(SessionUpdated())  # type: ignore[attr-defined]
+
+
+def run_app(session: Session, **kwargs: Any) -> int:
+    """Run the monitor over ``session`` until the user quits.
+
+    Starts the session (its sampling threads) once the UI is up and stops it on the way
+    out. Returns the trainer's exit code when the session started the trainer and it
+    has exited, else 0.
+    """
+    app = SattuiApp(session, **kwargs)
+    connect(app, session)
+    try:
+        app.run()
+    finally:
+        session.stop()
+    code = None
+    try:
+        code = session.status().trainer_exit_code
+    except Exception:
+        code = None
+    return int(code) if isinstance(code, int) else 0
+

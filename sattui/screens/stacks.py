@@ -1,0 +1,100 @@
+"""The stacks screen: the main thread's functions by share of samples in the window, per
+state, like ``py-spy top``."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from sattui.screens.base import SubScreen
+from sattui.widgets import fmt
+from sattui.widgets.header import StatusHeader, ViewState
+from sattui.widgets.rows import STATE_GLYPHS, fit
+from sattui.widgets.stacktable import states_present, top_functions
+from sattui.widgets.viewdata import ViewData
+
+STATE_TEXT_STYLE = {"data_wait": "bold red", "data_inline": "bold magenta", "sync": "bold yellow",
+                    "h2d_copy": "yellow", "collective": "bold cyan", "forward": "green", "backward": "green",
+                    "optimizer": "green", "compile": "blue", "checkpoint": "magenta", "eval": "blue",
+                    "logging": "dim", "other": "dim", "idle": "dim"}
+MAX_ROWS = 60
+# cells before the function column (29) + the table's padding (2) + a scrollbar (2)
+LABEL_OFFSET = 33
+
+
+class StacksScreen(SubScreen):
+    BINDINGS = [
+        *SubScreen.BINDINGS,
+        Binding("f", "cycle_state", "filter"),
+        Binding("o", "toggle_sort", "sort"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(name="stacks")
+        self.state: str | None = None
+        self.by_total = False
+        self._states: list[str] = []
+        self._key: object = None
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        yield Static(id="stacks-title", classes="section")
+        with VerticalScroll(id="stacks-scroll"):
+            yield Static(id="stacks-table")
+        yield Footer(compact=True)
+
+    def refresh_view(self, data: ViewData, view: ViewState) -> None:
+        super().refresh_view(data, view)
+        t0 = data.t_end - data.window_s
+        width = self.size.width or self.app.size.width
+        # Recount when the view has moved by 1/400 of the window (0.15 s at 1 min, 9 s at
+        # 1 h): a long window holds tens of thousands of spans.
+        moved = math.floor(data.t_end / (data.window_s / 400))
+        key = (id(data.session), moved, data.window_s, self.state, self.by_total, width)
+        if key == self._key:
+            return
+        self._key = key
+        samples = data.stack_samples(t0 - 30.0)
+        self._states = states_present(samples)
+        total, rows = top_functions(samples, t0, data.t_end + 1e-6, self.state)
+        filt = "all states" if self.state is None else f"{self.state} only"
+        title = (f" main thread · last {fmt.window(data.window_s)} · {filt} · "
+                 f"by {'total' if self.by_total else 'own'} time · {total:.1f}s sampled")
+        self.query_one("#stacks-title", Static).update(fit(title, width))
+        self.query_one("#stacks-table", Static).update(self._table(data, rows, total, width))
+
+    def _table(self, data: ViewData, rows, total: float, width: int) -> Text:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        if total <= 0:
+            why = data.sampler_note or ("no stack samples in this window" if data.header.get("pid") is not None
+                                        else "no trainer: cards only")
+            out.append(f" {why}", "yellow" if data.sampler_note else "dim")
+            return out
+        if self.by_total:
+            rows = sorted(rows, key=lambda r: (-r.total_s, -r.own_s, r.label))
+        out.append(f" {'own':>5} {'total':>6}  {'state':<14}function (file:line)\n", "bold")
+        for r in rows[:MAX_ROWS]:
+            st = r.state or ""
+            glyph = STATE_GLYPHS.get(st, " ") if r.own_s > 0 else " "
+            out.append(f" {r.own_s / total:5.1%} {r.total_s / total:6.1%}  ")
+            out.append(glyph, STATE_TEXT_STYLE.get(st, ""))
+            out.append(f" {fit(st if r.own_s > 0 else '', 11):<11} ", STATE_TEXT_STYLE.get(st, "dim"))
+            out.append(fit(r.label, max(10, width - LABEL_OFFSET)) + "\n")
+        if len(rows) > MAX_ROWS:
+            out.append(f" … {len(rows) - MAX_ROWS} more functions", "dim")
+        return out
+
+    def action_cycle_state(self) -> None:
+        order = [None, *self._states]
+        i = order.index(self.state) if self.state in order else 0
+        self.state = order[(i + 1) % len(order)]
+        self.sattui.redraw(True)
+
+    def action_toggle_sort(self) -> None:
+        self.by_total = not self.by_total
+        self.sattui.redraw(True)

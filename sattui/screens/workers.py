@@ -1,0 +1,34 @@
+"""The workers screen: every process of the trainer's tree with its CPU, kernel state and
+I/O histories on the shared time axis."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Static
+
+from sattui.screens.base import SubScreen
+from sattui.widgets.binning import Axis
+from sattui.widgets.header import StatusHeader, ViewState
+from sattui.widgets.rows import worker_screen_lines
+from sattui.widgets.timechart import TimeChart
+from sattui.widgets.viewdata import ViewData
+
+
+class WorkersScreen(SubScreen):
+    def __init__(self) -> None:
+        super().__init__(name="workers")
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        yield Static(" processes of the trainer's tree", classes="section")
+        with VerticalScroll(id="workers-scroll"):
+            yield TimeChart(id="workers-chart")
+        yield Footer(compact=True)
+
+    def refresh_view(self, data: ViewData, view: ViewState) -> None:
+        super().refresh_view(data, view)
+        chart = self.query_one(TimeChart)
+        cols = chart.columns
+        axis = Axis.make(data.t_end, data.window_s, cols.body)
+        chart.set_lines(worker_screen_lines(data, axis, cols))

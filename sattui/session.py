@@ -1,0 +1,563 @@
+"""Sessions: what the full-screen monitor watches, live or replayed (never imports Textual).
+
+A :class:`Session` owns a :class:`Timeline` (filled through a :class:`Feed`), the
+recording header, and a status line's worth of facts (:class:`SessionStatus`). The UI
+reads windows ``[t0, t1)`` of the timeline with ``now()`` as the right edge of its time
+axis, and never samples anything itself.
+
+* :class:`LiveSession` runs the same :class:`sattui.recorder.Engine` as ``sattui record``
+  in a background thread: process tree, py-spy chunks and card samples go into the Feed
+  (and into a recording when ``record_path`` is given), and ``on_update()`` is called
+  after every batch, from that thread (the UI posts itself a message from it).
+* :class:`ReplaySession` loads a whole recording and moves a cursor through it.
+
+Threads: the sampling thread appends to the timeline while the UI thread reads it. Hold
+``session.lock`` while reading windows: it is held for every batch appended, so a reader
+never sees a half-appended ring.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sattui.errors import RecordingError, SattuiError
+from sattui.feed import Feed
+from sattui.model import Event, ProcSample
+from sattui.record import RecordingReader, RecordingWriter, make_header
+from sattui.timeline import DEFAULT_HISTORY_S, Timeline
+
+ADVISOR_PERIOD_S = 5.0
+# Worker pids change every epoch without persistent workers; their series are dropped
+# this long after their last sample, so the number of series stays bounded.
+STALE_PROC_S = 600.0
+
+
+@dataclass
+class SessionStatus:
+    # py-spy: "starting", "sampling", "denied", "not_python", "missing", "target_gone",
+    # "stopped", "failing"; None when there is no trainer.
+    sampler: str | None
+    sampler_message: str | None  # one line, e.g. the ptrace fix
+    sampler_rate_hz: float | None
+    trainer_alive: bool | None  # None: no trainer
+    trainer_exit_code: int | None
+    backend: str | None  # card backend name, None if none
+    backend_message: str | None  # why no cards / the tool failing
+    recording_path: str | None
+
+
+def _after(t: float) -> float:
+    """The smallest time above ``t``: windows are ``[t0, t1)`` and "up to now" includes now."""
+    return math.nextafter(t, math.inf)
+
+
+class Session(ABC):
+    timeline: Timeline
+    feed: Feed
+    header: dict[str, Any]
+    live: bool
+
+    def __init__(self, timeline: Timeline, header: dict[str, Any], live: bool) -> None:
+        self.timeline = timeline
+        self.feed = Feed(timeline)
+        self.header = header
+        self.live = live
+        self.lock = threading.RLock()
+
+    @property
+    def simulated(self) -> bool:
+        """True when any card is simulated (the screen must say SIMULATED)."""
+        return any(bool(c.get("simulated")) for c in self.header.get("cards") or [])
+
+    @abstractmethod
+    def now(self) -> float:
+        """The right edge of the time axis: the session clock live, the cursor in a replay."""
+
+    @abstractmethod
+    def status(self) -> SessionStatus: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def findings(self) -> list[dict[str, Any]]:
+        """The findings of the newest advisor evaluation up to ``now()``; [] if none."""
+        with self.lock:
+            ring = self.timeline.series("finding", 0)
+            if ring is None or not len(ring):
+                return []
+            recs = ring.window(-math.inf, _after(self.now()))
+        if not recs:
+            return []
+        t_last = recs[-1]["t"]
+        return [r for r in recs if r["t"] == t_last]
+
+    def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
+        with self.lock:
+            return {int(k): v for k, v in self.timeline.window_all("proc", t0, t1).items()}
+
+    def events(self, t0: float = -math.inf, t1: float | None = None) -> list[Event]:
+        """Events in ``[t0, t1]`` (``t1`` defaults to ``now()``)."""
+        with self.lock:
+            return self.timeline.window("event", 0, t0, _after(self.now() if t1 is None else t1))
+
+
+# --------------------------------------------------------------------------- live
+
+
+class LiveSession(Session):
+    """Watches a trainer (``pid``, or ``command`` started here) and the cards, now.
+
+    Bad input found cheaply (no such pid, an output that cannot be written, an empty
+    command) raises ``SattuiError`` from the constructor or ``start()``; what takes time
+    (the process tree settling, card discovery) happens in the sampling thread, and its
+    failures end up in ``status()``, never in the caller's thread.
+    """
+
+    def __init__(self, pid: int | None = None, command: list[str] | None = None, backend: str = "auto",
+                 interval_s: float = 1.0, rate_hz: float | None = None, record_path: str | None = None,
+                 on_update: Callable[[], None] | None = None, *, trainer_log: str | None = None,
+                 stacks: bool = True, card_interval_s: float | None = None,
+                 history_s: float = DEFAULT_HISTORY_S) -> None:
+        from sattui.cards import DEFAULT_CARD_INTERVAL_S
+        from sattui.recorder import Engine
+        from sattui.trainer.procs import resolve_pid
+        from sattui.trainer.stacks import DEFAULT_RATE_HZ
+
+        if pid is not None and command:
+            raise SattuiError("give a pid or a command to start, not both")
+        if command is not None and not command:
+            raise SattuiError("no command to start after --")
+        if pid is not None:
+            pid = resolve_pid(pid)
+        if record_path is not None:
+            check_writable(record_path)
+        super().__init__(Timeline(history_s), make_header(pid=pid, cmdline=command, backend=None, cards=[]),
+                         live=True)
+        self.pid = pid
+        self.command = list(command) if command else None
+        self.backend_name = backend
+        self.interval_s = interval_s
+        self.rate_hz = rate_hz or DEFAULT_RATE_HZ
+        self.record_path = record_path
+        self.on_update = on_update
+        # Where a started command's output goes: a full screen must not be written over.
+        self.trainer_log = trainer_log
+        self.engine = Engine(pid, interval_s=interval_s, rate_hz=self.rate_hz, stacks=stacks, backend=backend,
+                             card_interval_s=card_interval_s or DEFAULT_CARD_INTERVAL_S)
+        self.child: subprocess.Popen[bytes] | None = None
+        self.writer: RecordingWriter | None = None
+        self.ended_by: str | None = None
+        self.error: str | None = None  # why sampling could not run at all
+        self._backend_error: str | None = None
+        self._child_exit: int | None = None
+        self._thread: threading.Thread | None = None
+        self._log_file: Any = None
+        self._advisor: Any = None
+        self._advisor_failed = False
+        self._advisor_lag = advisor_lag_s()
+        self._next_advice = ADVISOR_PERIOD_S
+        self._next_prune = STALE_PROC_S
+
+    # -- Session
+
+    def now(self) -> float:
+        return self.engine.clock()
+
+    def start(self) -> None:
+        """Start the trainer (``command``) and the sampling thread; returns at once."""
+        if self._thread is not None:
+            return
+        if self.command:
+            self.child = self._spawn(self.command)
+            self.pid = self.engine.pid = self.child.pid
+            self.engine.child = self.child
+        self._thread = threading.Thread(target=self._main, name="sattui-session", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """End sampling, stop a trainer started here, close the recording. Idempotent."""
+        self.engine.request_stop("stopped")
+        th = self._thread
+        if th is not None:
+            th.join(timeout)
+        elif self.child is not None:  # never started the thread, but the child runs
+            self._child_exit = self.engine.stop_child()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def status(self) -> SessionStatus:
+        eng = self.engine
+        has_trainer = self.pid is not None or bool(self.command)
+        sampler = msg = rate = None
+        if has_trainer:
+            s = eng.main_sampler()
+            if s is not None:
+                sampler, msg = s.status, s.status_message
+                rate = s.rate_hz if s.status == "sampling" else None
+            elif not eng.stacks:
+                sampler, msg = "stopped", "stacks are not sampled (--no-stacks)"
+            elif self.error is not None or eng.trainer_exited:
+                sampler, msg = "stopped", self.error
+            else:
+                sampler = "starting"
+        alive: bool | None = None
+        if has_trainer:
+            # The tree notices an exit only once a tick; our own child's exit shows at once.
+            alive = not eng.trainer_exited and self.error is None
+            if self.child is not None and self.child.poll() is not None:
+                alive = False
+        exit_code = eng.exit_code if eng.exit_code is not None else self._child_exit
+        backend = eng.backend.name if eng.backend is not None else self.header.get("backend")
+        bmsg: str | None = None
+        if eng.poller is not None and eng.poller.failing:
+            bmsg = f"{backend}: {eng.poller.failing}; cards are stale"
+        elif self._backend_error is not None:
+            bmsg = self._backend_error
+        elif backend is None and eng.skipped:
+            bmsg = "no accelerator found: " + "; ".join(eng.skipped)
+        elif backend is None and self.backend_name == "none":
+            bmsg = "no card backend (--backend none)"
+        if self.error is not None and bmsg is None and not has_trainer:
+            bmsg = self.error
+        return SessionStatus(sampler=sampler, sampler_message=msg, sampler_rate_hz=rate, trainer_alive=alive,
+                             trainer_exit_code=exit_code, backend=backend, backend_message=bmsg,
+                             recording_path=self.record_path)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the sampling thread
+
+    def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
+        out: Any = None
+        if self.trainer_log is not None:
+            try:
+                self._log_file = open(self.trainer_log, "ab")
+            except OSError as e:
+                raise SattuiError(f"cannot write {self.trainer_log}: {e.strerror or e}") from None
+            out = self._log_file
+        try:
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                    stdin=subprocess.DEVNULL if out else None)
+        except OSError as e:
+            raise SattuiError(f"cannot start {command[0]}: {e.strerror or e}") from None
+
+    def _open(self) -> bool:
+        from sattui.vendors.base import BackendError
+
+        eng = self.engine
+        try:
+            header = eng.open()
+        except BackendError as e:
+            if eng.pid is None:
+                raise
+            # A forced backend that cannot start: watch the trainer anyway and say why.
+            self._backend_error = f"{eng.backend_name}: {e}"
+            eng.backend_name = "none"
+            header = eng.open()
+        with self.lock:
+            self.header = header
+        if self.record_path is not None:
+            self.writer = RecordingWriter(self.record_path, header)
+            eng.add_sink(self.writer.write_many)
+        eng.add_sink(self._to_feed)
+        return True
+
+    def _main(self) -> None:
+        eng = self.engine
+        ended_by = "stopped"
+        try:
+            try:
+                self._open()
+            except SattuiError as e:
+                self.error = str(e)
+                self._notify()
+                return
+            eng.start()
+            self._notify()
+            ended_by = eng.run(stop_on_exit=False, on_tick=self._on_tick)
+        except Exception as e:  # a bug here must leave a message, not a dead screen
+            self.error = f"sampling stopped: {type(e).__name__}: {e}"
+            ended_by = "error"
+        finally:
+            self.ended_by = ended_by
+            try:
+                eng.shutdown(ended_by, end_event="recording_ended" if self.writer is not None else None)
+            except Exception as e:
+                self.error = self.error or f"sampling stopped: {type(e).__name__}: {e}"
+            finally:
+                if self.writer is not None:
+                    try:
+                        self.writer.close()
+                    except SattuiError as e:
+                        self.error = self.error or str(e)
+                if self.child is not None and not eng.trainer_exited:
+                    try:
+                        self._child_exit = eng.stop_child()
+                    except SattuiError as e:
+                        self.error = self.error or str(e)
+                self._notify()
+
+    def _to_feed(self, records: list[dict[str, Any]]) -> None:
+        with self.lock:
+            for r in records:
+                self.feed.add_record(r)
+
+    def _on_tick(self) -> None:
+        t = self.now()
+        if t >= self._next_advice:
+            self._next_advice = t + ADVISOR_PERIOD_S
+            self._advise(t)
+        if t >= self._next_prune:
+            self._next_prune = t + STALE_PROC_S / 10
+            with self.lock:
+                self.timeline.drop_stale("proc", t - STALE_PROC_S)
+        self._notify()
+
+    def _advise(self, t: float) -> None:
+        # Judge a moment a little in the past, whose stacks have all arrived; the
+        # finding records carry that moment's t.
+        t_eval = t - self._advisor_lag
+        if self._advisor_failed or t_eval <= 0:
+            return
+        try:
+            if self._advisor is None:
+                self._advisor = make_advisor(self.header)
+                if self._advisor is None:
+                    self._advisor_failed = True  # not installed: never try again
+                    return
+            records = advisor_records(self._advisor, self.timeline, t_eval)
+        except Exception as e:  # a bug in the advisor must not stop sampling
+            self._advisor_failed = True
+            self.engine.emit([Event(t, "advisor_failing", f"advisor stopped: {type(e).__name__}: {e}").to_record()])
+            return
+        if records:
+            self.engine.emit(records)
+
+    def _notify(self) -> None:
+        cb = self.on_update
+        if cb is not None:
+            try:
+                cb()
+            except Exception:
+                pass  # the UI's callback failing must not stop sampling
+
+
+def make_advisor(header: dict[str, Any]) -> Any | None:
+    """An advisor for a session with this header, or None without ``sattui.advisor``.
+
+    The advisor is a separate part, imported lazily: without it there are simply no
+    findings, and sampling is unaffected.
+    """
+    try:
+        from sattui.advisor import Advisor, AdvisorContext
+    except ImportError:
+        return None
+    return Advisor(AdvisorContext.from_header(header))
+
+
+def advisor_lag_s() -> float:
+    """How far behind ``now`` to judge: py-spy chunks arrive ~2 s late (as ``report`` does)."""
+    try:
+        from sattui.advisor.judge import LAG_S
+    except ImportError:
+        return 4.0
+    return float(LAG_S)
+
+
+def advisor_records(advisor: Any, timeline: Timeline, t: float) -> list[dict[str, Any]]:
+    """Finding records of one evaluation at ``t``, the headline first."""
+    verdict = advisor.evaluate(timeline, t)
+    found = list(verdict.findings)
+    head = verdict.headline
+    if head is not None:
+        found = [head] + [f for f in found if f is not head]
+    out = []
+    for f in found:
+        rec = f.to_record()
+        rec["t"] = t
+        out.append(rec)
+    return out
+
+
+def check_writable(path: str) -> None:
+    """Fail before starting anything when the output cannot be created."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise SattuiError(f"cannot write {path}: is a directory")
+    if not os.path.isdir(d):
+        raise SattuiError(f"cannot write {path}: no such directory {d}")
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise SattuiError(f"cannot write {path}: permission denied")
+
+
+# --------------------------------------------------------------------------- replay
+
+# Sampler events (sattui/trainer/stacks.py) and the status each one leaves.
+_SAMPLER_EVENTS = {
+    "permission_denied": "denied",
+    "not_python": "not_python",
+    "sampler_missing": "missing",
+    "sampler_failing": "failing",
+    "sampler_stopped": "target_gone",
+}
+
+
+class ReplaySession(Session):
+    """A whole recording in memory, with a cursor (``now()``) the UI moves.
+
+    The cursor starts at the end (the whole recording in view, as reviewing a finished
+    run wants); ``toggle_play()`` at the end starts again from the beginning.
+
+    A recording made by a live session holds the findings it showed. One made headless
+    (``sattui record``) holds none: the advisor then judges it here, every
+    ``ADVISOR_PERIOD_S`` over the loaded timeline, as ``sattui report`` does, so the
+    replay shows the verdicts a live screen would have (``findings_computed``);
+    ``judge=False`` leaves such a recording without findings (a snapshot test that must
+    not change whenever a rule does).
+    """
+
+    def __init__(self, path: str, *, judge: bool = True) -> None:
+        reader = RecordingReader(path)
+        try:
+            records = list(reader.records())
+        except RecordingError:
+            reader.close()
+            raise
+        self.path = path
+        self.warnings = list(reader.warnings)
+        duration = 0.0
+        per_series: dict[tuple[str, Any], int] = {}
+        self._stack_times: list[float] = []
+        for r in records:
+            t = float(r["t"])
+            kind = r["kind"]
+            end = float(r.get("t_end") or t) if kind == "stacks" else t
+            duration = max(duration, t, end)
+            if kind == "stacks":
+                key: tuple[str, Any] = ("stack", r.get("pid"))
+                per_series[key] = per_series.get(key, 0) + len(r.get("samples") or [])
+                self._stack_times.append(t)
+            else:
+                k = {"card": r.get("card"), "proc": r.get("pid")}.get(kind, 0)
+                per_series[(kind, k)] = per_series.get((kind, k), 0) + 1
+        history = max(duration, 1.0)
+        # Rates from the recording itself, so every series fits whole in its ring.
+        rates: dict[str, float] = {}
+        for (kind, _k), n in per_series.items():
+            rates[kind] = max(rates.get(kind, 0.0), n / history)
+        super().__init__(Timeline(history, rates), reader.header, live=False)
+        for r in records:
+            self.feed.add_record(r)
+        self._stack_times.sort()
+        self.duration = duration
+        self.cursor = duration
+        self.playing = False
+        self.findings_computed = False
+        if judge and ("finding", 0) not in per_series:
+            self._judge()
+
+    def _judge(self) -> None:
+        advisor = make_advisor(self.header)
+        if advisor is None:
+            return
+        t = ADVISOR_PERIOD_S
+        while t <= self.duration + 1e-9:
+            # All records are loaded, so no lag is needed: every stack of [t-30, t) is here.
+            for rec in advisor_records(advisor, self.timeline, t):
+                self.feed.add_record(rec)
+            t += ADVISOR_PERIOD_S
+        self.findings_computed = True
+
+    # -- Session
+
+    def now(self) -> float:
+        return self.cursor
+
+    def start(self) -> None:
+        """Nothing runs in a replay; the UI moves the cursor."""
+
+    def stop(self) -> None:
+        self.playing = False
+
+    def seek(self, t: float) -> None:
+        self.cursor = min(max(0.0, float(t)), self.duration)
+
+    def step(self, dt: float) -> None:
+        self.seek(self.cursor + dt)
+
+    def toggle_play(self) -> None:
+        if not self.playing and self.cursor >= self.duration:
+            self.cursor = 0.0
+        self.playing = not self.playing
+
+    def tick(self, dt: float) -> None:
+        """Advance the cursor by ``dt`` while playing (the UI calls this from a timer)."""
+        if not self.playing:
+            return
+        self.seek(self.cursor + dt)
+        if self.cursor >= self.duration:
+            self.playing = False
+
+    def status(self) -> SessionStatus:
+        h = self.header
+        t_hi = _after(self.cursor)
+        events = self.timeline.window("event", 0, -math.inf, t_hi)
+        has_trainer = h.get("pid") is not None
+        sampler: str | None = None
+        smsg: str | None = None
+        rate: float | None = None
+        alive: bool | None = None
+        exit_code: int | None = None
+        if has_trainer:
+            rate = h.get("stack_rate_hz")
+            if "stack_rate_hz" in h and rate is None:
+                sampler, smsg = "stopped", "stacks were not sampled (--no-stacks)"
+            else:
+                import bisect
+
+                sampler = "sampling" if bisect.bisect_right(self._stack_times, self.cursor) else "starting"
+            alive = True
+        backend = h.get("backend")
+        bmsg: str | None = None
+        for ev in events:
+            st = _SAMPLER_EVENTS.get(ev.type)
+            if st is not None and has_trainer:
+                sampler, smsg = st, ev.message
+            elif ev.type == "sampler_rate" and isinstance(ev.data.get("rate_hz"), (int, float)):
+                rate = float(ev.data["rate_hz"])
+            elif ev.type == "trainer_exited":
+                alive = False
+                code = ev.data.get("exit_code")
+                exit_code = code if isinstance(code, int) else None
+            elif ev.type == "no_accelerator":
+                bmsg = ev.message
+            elif ev.type == "backend_failing":
+                bmsg = ev.message
+            elif ev.type == "backend_recovered":
+                bmsg = None
+            elif ev.type == "recording_ended" and sampler in ("sampling", "starting"):
+                sampler = "stopped"
+        if sampler != "sampling":
+            rate = None
+        if backend is None and bmsg is None:
+            bmsg = "no card backend in this recording"
+        return SessionStatus(sampler=sampler, sampler_message=smsg, sampler_rate_hz=rate, trainer_alive=alive,
+                             trainer_exit_code=exit_code, backend=backend, backend_message=bmsg,
+                             recording_path=self.path)
+
+
+__all__ = ["LiveSession", "ReplaySession", "Session", "SessionStatus", "advisor_records", "check_writable",
+           "make_advisor"]

@@ -1,0 +1,268 @@
+"""Time-axis binning for every strip on screen (no Textual here).
+
+All strips of a screen share one :class:`Axis`: the same window ``[t0, t1)`` cut into
+the same ``n`` buckets, so column ``k`` of the card's utilization and column ``k`` of the
+main thread's state strip are the same seconds, drawn one above the other.
+
+The axis' right edge is rounded up to a whole bucket, so between two redraws the buckets
+stay put and the picture scrolls one whole column at a time instead of shimmering as
+bucket edges slide over the samples (and an unchanged window can reuse last frame's
+bins: see :class:`BinCache`).
+
+A sample stands for the time since the previous sample: a utilization reading is the
+busy share over the sampler's last period, ``cpu`` and ``read_Bps`` are "since the
+previous sample" (docs/format.md), and a gauge (memory, temperature) is as good either
+way. A sample covers at most ``hold`` seconds back: a longer gap is drawn as no data,
+never as zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Main-thread states that mean "the accelerator is probably waiting on the host". A
+# bucket shows one of these if it covers at least WAIT_SHOW of the bucket's sampled
+# time, even if a compute state covers more: the strip exists to make waits visible,
+# the same reason the utilization strip draws a bucket's minimum.
+WAIT_STATES = ("data_wait", "data_inline", "sync", "h2d_copy", "collective")
+WAIT_SHOW = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """``n`` buckets of equal width over ``[t0, t1)``."""
+
+    t0: float
+    t1: float
+    n: int
+
+    @classmethod
+    def make(cls, t_end: float, window_s: float, n: int) -> Axis:
+        n = max(1, n)
+        bw = window_s / n
+        t1 = math.ceil(t_end / bw - 1e-9) * bw
+        return cls(t1 - window_s, t1, n)
+
+    @property
+    def bw(self) -> float:
+        return (self.t1 - self.t0) / self.n
+
+    def col(self, t: float) -> int:
+        return math.floor((t - self.t0) / self.bw)
+
+
+def typical_hold(times: Sequence[float], default: float = 2.0) -> float:
+    """How long one sample may stand for: 2.5 × the median interval of the last samples.
+
+    2.5× so that a poll that slipped by one interval still joins up; a card that stopped
+    reporting for longer shows a gap.
+    """
+    m = len(times)
+    if m < 2:
+        return default
+    tail = times[max(0, m - 33):]
+    dts = sorted(b - a for a, b in zip(tail, tail[1:]) if b > a)
+    if not dts:
+        return default
+    return 2.5 * dts[len(dts) // 2]
+
+
+def _cover(times: Sequence[float], i: int, hold: float) -> tuple[float, float]:
+    """The span sample ``i`` stands for: back to the previous sample, at most ``hold``."""
+    b = times[i]
+    a = times[i - 1] if i else b - hold / 2.5
+    return max(a, b - hold), b
+
+
+def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axis,
+               hold: float) -> tuple[list[float | None], list[float | None], list[float | None]]:
+    """Per bucket the (min, mean, max) of the samples that cover a fair part of it.
+
+    The mean is the plain mean of those samples (not time-weighted: the samples are
+    evenly spaced, and a short sample touching a bucket edge still counts once).
+    """
+    n = axis.n
+    mins: list[float | None] = [None] * n
+    maxs: list[float | None] = [None] * n
+    sums = [0.0] * n
+    cnt = [0] * n
+    t0, bw = axis.t0, axis.bw
+    inv = 1.0 / bw
+    m = len(times)
+    floor, ceil = math.floor, math.ceil
+    first_span = hold / 2.5  # the first sample has no predecessor: one typical interval
+    for i in range(m):
+        v = values[i]
+        b = times[i]
+        a = times[i - 1] if i else b - first_span
+        if b - a > hold:
+            a = b - hold
+        if v is None:
+            continue
+        ia = floor((a - t0) * inv)
+        ib = ceil((b - t0) * inv) - 1
+        if ib < ia:
+            ib = ia
+        if ib < 0 or ia >= n:
+            continue
+        if ia < 0:
+            ia = 0
+        if ib >= n:
+            ib = n - 1
+        span = b - a
+        for k in range(ia, ib + 1):
+            if ia != ib:
+                # A sample only grazing a bucket (less than WAIT_SHOW of it, and less than
+                # half of the sample) does not count there: the state strip uses the same
+                # quarter-bucket rule, so a dip and its wait land in the same column.
+                ov = min(b, t0 + (k + 1) * bw) - max(a, t0 + k * bw)
+                if ov < WAIT_SHOW * bw and ov < 0.5 * span:
+                    continue
+            mk = mins[k]
+            if mk is None:
+                mins[k] = maxs[k] = v
+            else:
+                if v < mk:
+                    mins[k] = v
+                if v > maxs[k]:  # type: ignore[operator]
+                    maxs[k] = v
+            sums[k] += v
+            cnt[k] += 1
+    means = [sums[k] / cnt[k] if cnt[k] else None for k in range(n)]
+    return mins, means, maxs
+
+
+def bin_states(spans: Sequence[tuple[float, float, str | None]], axis: Axis) -> list[str | None]:
+    """One state per bucket from ``(t, dur, state)`` spans: the state holding the most
+    time, except that a wait state (``WAIT_STATES``) holding ``WAIT_SHOW`` of the
+    bucket wins. ``None``: nothing sampled there."""
+    acc = seconds_per_bucket(spans, axis)
+    out: list[str | None] = []
+    for d in acc:
+        if not d:
+            out.append(None)
+            continue
+        total = sum(d.values())
+        wait = max(((d.get(w, 0.0), w) for w in WAIT_STATES), default=(0.0, ""))
+        if wait[0] > 0 and wait[0] >= WAIT_SHOW * total:
+            out.append(wait[1])
+        else:
+            out.append(max(d.items(), key=lambda kv: kv[1])[0])
+    return out
+
+
+def seconds_per_bucket(spans: Sequence[tuple[float, float, str | None]], axis: Axis) -> list[dict[str, float] | None]:
+    n, t0, bw = axis.n, axis.t0, axis.bw
+    acc: list[dict[str, float] | None] = [None] * n
+    floor, ceil = math.floor, math.ceil
+    for t, dur, st in spans:
+        if st is None:
+            continue
+        a, b = t, t + max(dur, 1e-3)  # a one-sample span (dur 0) still shows
+        ia = max(0, floor((a - t0) / bw))
+        ib = min(n - 1, ceil((b - t0) / bw) - 1)
+        for k in range(ia, ib + 1):
+            lo = max(a, t0 + k * bw)
+            hi = min(b, t0 + (k + 1) * bw)
+            ov = hi - lo
+            if ov <= 0:
+                continue
+            d = acc[k]
+            if d is None:
+                d = acc[k] = {}
+            d[st] = d.get(st, 0.0) + ov
+    return acc
+
+
+def state_seconds(spans: Sequence[tuple[float, float, str | None]], t0: float, t1: float) -> dict[str, float]:
+    """Seconds per state inside ``[t0, t1)``."""
+    out: dict[str, float] = {}
+    for t, dur, st in spans:
+        if st is None:
+            continue
+        ov = min(t + dur, t1) - max(t, t0)
+        if ov > 0:
+            out[st] = out.get(st, 0.0) + ov
+    return out
+
+
+def bin_letters(times: Sequence[float], letters: Sequence[str | None], axis: Axis, hold: float,
+                urgent: str = "DZ") -> list[str | None]:
+    """Kernel state letters per bucket: the most frequent, unless an ``urgent`` one
+    (D disk wait, Z zombie) makes up a quarter of the bucket's samples."""
+    n, t0, bw = axis.n, axis.t0, axis.bw
+    acc: list[dict[str, int] | None] = [None] * n
+    m = len(times)
+    for i in range(m):
+        s = letters[i]
+        if not s:
+            continue
+        a, b = _cover(times, i, hold)
+        ia = max(0, math.floor((a - t0) / bw))
+        ib = min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
+        for k in range(ia, ib + 1):
+            d = acc[k]
+            if d is None:
+                d = acc[k] = {}
+            d[s] = d.get(s, 0) + 1
+    out: list[str | None] = []
+    for d in acc:
+        if not d:
+            out.append(None)
+            continue
+        total = sum(d.values())
+        hot = [(c, s) for s, c in d.items() if s in urgent and c * 4 >= total]
+        out.append(max(hot)[1] if hot else max(d.items(), key=lambda kv: kv[1])[0])
+    return out
+
+
+def bin_bits(times: Sequence[float], masks: Sequence[int | None], axis: Axis, hold: float) -> dict[int, list[bool]]:
+    """For every bit set somewhere in the window: per bucket, was it set in any sample."""
+    n, t0, bw = axis.n, axis.t0, axis.bw
+    out: dict[int, list[bool]] = {}
+    m = len(times)
+    for i in range(m):
+        mask = masks[i]
+        if not mask:
+            continue
+        a, b = _cover(times, i, hold)
+        ia = max(0, math.floor((a - t0) / bw))
+        ib = min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
+        if ia > ib:
+            continue
+        bit = 1
+        while bit <= mask:
+            if mask & bit:
+                row = out.get(bit)
+                if row is None:
+                    row = out[bit] = [False] * n
+                for k in range(ia, ib + 1):
+                    row[k] = True
+            bit <<= 1
+    return out
+
+
+class BinCache:
+    """Remembers last redraw's bins per series, so an unchanged window costs nothing.
+
+    The key names the series and the axis; ``sig`` says whether the series changed
+    (its length and newest time). A paused view, or a live view between two samples,
+    redraws from here.
+    """
+
+    def __init__(self) -> None:
+        self._d: dict[Hashable, tuple[Hashable, Any]] = {}
+
+    def get(self, key: Hashable, sig: Hashable, compute: Callable[[], Any]) -> Any:
+        hit = self._d.get(key)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        val = compute()
+        self._d[key] = (sig, val)
+        if len(self._d) > 512:  # processes come and go: forget the oldest half
+            for k in list(self._d)[:256]:
+                del self._d[k]
+        return val

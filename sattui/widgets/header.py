@@ -1,0 +1,178 @@
+"""The status header: trainer, uptime, backend, sampler, verdict, and every degraded state.
+
+Drawn from one :class:`~sattui.widgets.viewdata.ViewData` per redraw; the text is only
+re-set when it changed, so a steady screen costs no layout.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+from sattui.widgets import fmt
+from sattui.widgets.rows import Run, fit
+from sattui.widgets.timechart import RunStyles
+from sattui.widgets.viewdata import ViewData
+
+HEADER_STYLES = ("title", "dim", "value", "good", "warn", "bad", "sim", "high", "medium", "low", "info", "paused")
+MAX_PROBLEM_LINES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """What the app adds to the data: the zoom, pause and replay controls."""
+
+    window_s: float
+    paused: bool = False
+    replay: bool = False
+    playing: bool = False
+    duration: float | None = None
+    show_clock: bool = True
+
+
+# SessionStatus.sampler values (sattui/session.py) → what the header says, and how loud.
+SAMPLER_WORDS = {
+    "starting": ("starting", "dim"),
+    "denied": ("no permission", "bad"),
+    "not_python": ("not Python", "warn"),
+    "missing": ("not installed", "warn"),
+    "failing": ("failing", "bad"),
+    "target_gone": ("target gone", "dim"),
+    "stopped": ("stopped", "dim"),
+}
+# Sampler states that also get a line of their own, with the session's message (the fix).
+SAMPLER_PROBLEMS = {
+    "denied": "py-spy may not attach (no ptrace permission)",
+    "not_python": "the trainer is not a Python process: no stacks",
+    "missing": "py-spy is not installed: no stacks",
+    "failing": "py-spy keeps failing",
+}
+# Events that say the same as a sampler state above (the state's line replaces them).
+SAMPLER_EVENT_TYPES = {"denied": "permission_denied", "not_python": "not_python", "missing": "sampler_missing",
+                       "failing": "sampler_failing"}
+
+
+def sampler_runs(data: ViewData) -> list[Run]:
+    st = data.status
+    sampler = st.sampler if st is not None else None
+    rate = st.sampler_rate_hz if st is not None else None
+    if sampler == "sampling" or (sampler is None and rate is not None):
+        if rate is None:
+            r = data.header.get("stack_rate_hz")
+            rate = float(r) if isinstance(r, (int, float)) else None
+        return [("py-spy ", "dim"), (f"{rate:g} Hz" if rate is not None else "on", "value")]
+    if sampler is not None:
+        word, style = SAMPLER_WORDS.get(sampler, (sampler.replace("_", " "), "warn"))
+        return [("py-spy ", "dim"), (word, style)]
+    if data.header.get("pid") is None:
+        return [("cards only", "dim")]
+    return [("no stacks", "warn")]
+
+
+def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]:
+    h = data.header
+    st = data.status
+    # line 1: who, then (right-aligned) when, which backend, how stacks are sampled
+    right: list[Run] = []
+    if view.replay:
+        right += [("replay ", "dim"), (f"{fmt.clock(data.t_end)}/{fmt.clock(view.duration or 0)}", "value"),
+                  (" ▶ playing" if view.playing else " stopped", "value" if view.playing else "dim")]
+    elif view.show_clock:
+        right += [("up ", "dim"), (fmt.duration(data.t_end), "value")]
+    backend = (st.backend if st is not None else None) or h.get("backend")
+    right += [("  ", ""), (backend or "no backend", "value" if backend else "warn"), ("  ", "")]
+    right += sampler_runs(data)
+    right_len = sum(len(t) for t, _ in right)
+    pid = h.get("pid")
+    cmd = h.get("cmdline")
+    if pid is not None:
+        if isinstance(cmd, list) and cmd:
+            # /root/.pyenv/versions/3.11.7/bin/python → python: the room is for the arguments.
+            cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
+        who = f"pid {pid} " + (shlex.join(cmd) if isinstance(cmd, list) else str(cmd or ""))
+    else:
+        who = "no trainer (cards only)"
+    room = max(8, width - right_len - 2)
+    line1: list[Run] = [(fit(who, room).ljust(room), "title"), ("  ", "")] + right
+    lines = [line1]
+
+    # line 2: the advisor's verdict
+    v = data.verdict
+    if v is None:
+        lines.append([("verdict ", "dim"), ("no findings yet", "dim")])
+    else:
+        sev = str(v.get("severity") or "info")
+        impact = v.get("impact")
+        summary = str(v.get("summary") or v.get("rule"))
+        tail = f" (impact {impact:.0%})" if isinstance(impact, (int, float)) and sev in ("high", "medium") \
+            and f"{impact:.0%}" not in summary else ""
+        lines.append([(f" {sev.upper()} ", sev if sev in HEADER_STYLES else "info"), (" ", ""),
+                      (str(v.get("rule")), "value"), (": ", "dim"),
+                      (fit(summary + tail, max(10, width - len(sev) - len(str(v.get('rule'))) - 6)), "")])
+
+    # degraded states, plainly, one line each
+    probs: list[list[Run]] = []
+    said: set[str] = set()  # event types a status line below already covers
+    if view.paused:
+        probs.append([(" PAUSED ", "paused"), (" the view is frozen; sampling goes on.  p: follow again", "dim")])
+    if st is not None and st.backend is None and data.live:
+        probs.append([("no accelerator found", "warn"), (": " + (st.backend_message or "no backend could start"), "dim")])
+        said.add("no_accelerator")
+    elif st is not None and st.backend is not None and st.backend_message and data.live:
+        probs.append([("card backend failing", "bad"), (": " + st.backend_message, "dim")])
+        said.add("backend_failing")
+    if st is not None and st.sampler in SAMPLER_PROBLEMS:
+        probs.append([(SAMPLER_PROBLEMS[st.sampler], "bad" if st.sampler in ("denied", "failing") else "warn"),
+                      (": " + st.sampler_message if st.sampler_message else "", "dim")])
+        said.add(SAMPLER_EVENT_TYPES[st.sampler])
+    ex = data.trainer_exit
+    if ex is not None:
+        code = ex.get("exit_code")
+        probs.append([("trainer exited", "warn"),
+                      (f" (exit code {code})" if code is not None else "", "value"),
+                      (" — showing the last data", "dim")])
+    for typ, d in data.problems:
+        if typ in said:
+            continue  # already said above, from the session's status
+        style = "bad" if typ in ("card_lost", "permission_denied", "backend_failing") else "warn"
+        probs.append([(typ.replace("_", " "), style), (": " + str(d.get("message") or ""), "dim")])
+    if len(probs) > MAX_PROBLEM_LINES:
+        extra = len(probs) - MAX_PROBLEM_LINES + 1
+        probs = probs[: MAX_PROBLEM_LINES - 1] + [[(f"+{extra} more notices (see ? help / report)", "dim")]]
+    return lines + probs
+
+
+class StatusHeader(Widget):
+    COMPONENT_CLASSES = {f"header--{n}" for n in HEADER_STYLES}
+    DEFAULT_CSS = """
+    StatusHeader { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._runs: list[list[Run]] = []
+        self._styles = RunStyles(self, "header--")
+
+    def show(self, data: ViewData, view: ViewState) -> None:
+        runs = header_lines(data, view, self.size.width or self.app.size.width)
+        if runs != self._runs:
+            relayout = len(runs) != len(self._runs)
+            self._runs = runs
+            self.refresh(layout=relayout)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+
+    def render(self) -> Text:
+        out = Text(no_wrap=True, overflow="ellipsis", end="")
+        for i, line in enumerate(self._runs):
+            if i:
+                out.append("\n")
+            for t, name in line:
+                out.append(t, self._styles(name) if name else None)
+        return out

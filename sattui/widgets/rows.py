@@ -1,0 +1,672 @@
+"""What the time chart draws, as plain data (no Textual here).
+
+A screen turns a :class:`~sattui.widgets.viewdata.ViewData` into a list of
+:class:`Line`s; the :class:`~sattui.widgets.timechart.TimeChart` widget turns each Line
+into one cached Strip. Every Line has three columns: ``label`` (fixed width), ``body``
+(the time axis: exactly ``Columns.body`` cells, one per bucket of the shared
+:class:`~sattui.widgets.binning.Axis`) and ``value``; or one ``full`` run list that spans
+the width. Runs are ``(text, style)`` where ``style`` names a component class of the
+chart without its ``chart--`` prefix ("" = the chart's own style).
+
+Glyphs:
+
+* Utilization and SM activity draw each bucket's **minimum** (``▁▂▃▄▅▆▇█``, ⅛ steps), so a
+  dip shorter than a bucket still shows; the colour is that minimum's band.
+* CPU, memory, power, temperature, clocks and PCIe draw each bucket's **mean**.
+* The main thread's state strip draws one **letter per bucket** (``W`` data_wait,
+  ``f`` forward …, :data:`STATE_GLYPHS`) on the state's colour, so the strip reads the
+  same without colour (``NO_COLOR``) or with 16 colours.
+* A blank cell is "no sample here", never zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sattui.model import ACTIVITIES
+from sattui.widgets import fmt
+from sattui.widgets.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
+
+Run = tuple[str, str]
+Runs = tuple[Run, ...]
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+STATE_GLYPHS = {
+    "data_wait": "W", "data_inline": "L", "sync": "S", "h2d_copy": "H", "collective": "C",
+    "forward": "f", "backward": "b", "optimizer": "o", "compile": "c", "checkpoint": "K",
+    "eval": "E", "logging": "g", "other": "?", "idle": ".", "startup": "~",
+}
+STATE_ORDER = ACTIVITIES + ("startup",)
+KERNEL_STATES = {"R": "run", "S": "sleep", "D": "disk", "Z": "zombie", "T": "stopped", "t": "traced", "I": "idle"}
+
+# NVML clock-event reason bits (nvmlClocksEventReason*), in bit order.
+CLOCK_REASONS = {
+    0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
+    0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown",
+    0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting",
+}
+# Bits that mean the card is held back (the rest are benign or informational).
+CLOCK_REASONS_BAD = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+def decode_clock_reasons(mask: int | None) -> list[str]:
+    if mask is None:
+        return []
+    names = [name for bit, name in CLOCK_REASONS.items() if mask & bit]
+    rest = mask & ~sum(CLOCK_REASONS)
+    if rest:
+        names.append(f"0x{rest:x}")
+    return names
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    label: Runs = ()
+    body: Runs = ()
+    value: Runs = ()
+    full: Runs | None = None
+    key: str | None = None  # what a click on the line selects ("card:0")
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    width: int
+    label: int
+    body: int
+    value: int
+
+    @property
+    def body_x(self) -> int:
+        return self.label + 1
+
+
+def columns_for(width: int) -> Columns:
+    """Column widths for a chart ``width`` cells wide; every screen uses this one rule so
+    every strip on every screen starts at the same column."""
+    if width >= 120:
+        label, value = 18, 34
+    elif width >= 60:
+        label, value = 14, 22
+    else:
+        label, value = 10, 12
+    body = max(8, width - label - value - 2)
+    return Columns(width, label, body, value)
+
+
+# -- glyph runs -------------------------------------------------------------------------
+
+def merge(cells: Sequence[Run]) -> Runs:
+    """Join neighbouring cells of one style: fewer Segments per Strip."""
+    out: list[Run] = []
+    for text, style in cells:
+        if out and out[-1][1] == style:
+            out[-1] = (out[-1][0] + text, style)
+        else:
+            out.append((text, style))
+    return tuple(out)
+
+
+def band(v: float | None) -> str:
+    """Utilization colour band: ≥ 80 good, ≥ 50 warn, below bad (GPU util < 50 % is the
+    advisor's "poor" anchor)."""
+    if v is None:
+        return "nodata"
+    return "good" if v >= 80 else "warn" if v >= 50 else "bad"
+
+
+def spark(values: Sequence[float | None], scale: float, style: Callable[[float], str] | str,
+          zero_dim: bool = False) -> Runs:
+    """One row of ⅛ blocks; ``zero_dim`` draws exact zeros muted (an idle disk is not news,
+    but it is still a sample, unlike a blank)."""
+    cells: list[Run] = []
+    top = len(BLOCKS) - 1
+    for v in values:
+        if v is None:
+            cells.append((" ", "nodata"))
+            continue
+        if zero_dim and v <= 0:
+            cells.append((BLOCKS[0], "nodata"))
+            continue
+        i = min(top, max(0, int(v / scale * len(BLOCKS)))) if scale > 0 else 0
+        cells.append((BLOCKS[i], style if isinstance(style, str) else style(v)))
+    return merge(cells)
+
+
+def chart(values: Sequence[float | None], scale: float, height: int,
+          style: Callable[[float], str] | str) -> list[Runs]:
+    """A ``height``-row block chart, top row first (``8 × height`` levels). A real value
+    always lights at least the bottom eighth, so 0 reads apart from "no data"."""
+    rows: list[list[Run]] = [[] for _ in range(height)]
+    levels = 8 * height
+    for v in values:
+        if v is None:
+            for r in rows:
+                r.append((" ", "nodata"))
+            continue
+        lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
+        st = style if isinstance(style, str) else style(v)
+        for r in range(height):
+            fill = lv - 8 * (height - 1 - r)
+            rows[r].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
+    return [merge(r) for r in rows]
+
+
+def state_cells(states: Sequence[str | None]) -> Runs:
+    return merge([(" ", "nodata") if s is None else (STATE_GLYPHS.get(s, "?"), "st-" + s) for s in states])
+
+
+def legend(shares: dict[str, float], width: int) -> Runs:
+    """``W data_wait 41%  b backward 27% …`` for the states in the window, biggest first,
+    cut at a whole entry."""
+    runs: list[Run] = []
+    used = 0
+    for st, share in sorted(shares.items(), key=lambda kv: -kv[1]):
+        text = f" {st} {share:.0%}  "
+        if used + 1 + len(text) > width:
+            break
+        runs += [(STATE_GLYPHS.get(st, "?"), "st-" + st), (text, "dim")]
+        used += 1 + len(text)
+    return tuple(runs)
+
+
+def text(s: str, style: str = "") -> Runs:
+    return ((s, style),)
+
+
+def fit(s: str, width: int) -> str:
+    """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines)."""
+    return s if len(s) <= width else s[: max(0, width - 1)] + "…"
+
+
+def bar(frac: float | None, width: int) -> Runs:
+    """A ``width``-cell horizontal bar in eighths, for memory and power."""
+    if frac is None:
+        return ((fmt.NA.ljust(width), "nodata"),)
+    frac = min(1.0, max(0.0, frac))
+    eighths = round(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    s = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
+    style = "bad" if frac >= 0.95 else "warn" if frac >= 0.9 else "bar"
+    return ((s, style), ("░" * (width - len(s)), "dim"))
+
+
+# -- axis -------------------------------------------------------------------------------
+
+_TICKS = ((30, 10), (60, 15), (120, 30), (300, 60), (900, 300), (1800, 600), (3600, 900))
+
+
+def tick_step(window_s: float) -> float:
+    for w, step in _TICKS:
+        if window_s <= w:
+            return step
+    return window_s / 4
+
+
+def axis_line(axis: Axis, cols: Columns, t_end: float, live: bool, label: str = "") -> Line:
+    """Tick labels under the strips: relative (``-45s``) when live, absolute replay time
+    (``1:30``) over a recording, right-aligned on the bucket they name."""
+    n = cols.body
+    cells = [" "] * n
+    step = tick_step(axis.t1 - axis.t0)
+    marks: list[tuple[int, str]] = []
+    if live:
+        marks.append((n - 1, "now"))
+        k = 1
+        while True:
+            t = t_end - k * step
+            if t < axis.t0:
+                break
+            marks.append((axis.col(t), "-" + fmt.window(k * step)))
+            k += 1
+    else:
+        t = math.floor(t_end / step) * step
+        marks.append((n - 1, fmt.clock(t_end)))
+        while t >= axis.t0:
+            if t >= 0:
+                marks.append((axis.col(t), fmt.clock(t)))
+            t -= step
+    limit = n + 1  # leftmost cell taken so far; labels go right to left with a gap
+    for col, lab in marks:
+        end = min(col, n - 1) + 1
+        start = end - len(lab)
+        if start < 0 or end >= limit:
+            continue
+        cells[start:end] = list(lab)
+        limit = start
+    return Line(label=text(label, "dim"), body=text("".join(cells), "axis"),
+                value=text(f"window {fmt.window(axis.t1 - axis.t0)}", "dim"))
+
+
+# -- shared helpers over a ViewData -------------------------------------------------------
+
+LOOKBACK_S = 5.0  # a sample just after t0 stands for time back before it
+
+
+def binned(data, kind: str, key, attr: str, axis: Axis):
+    """``(mins, means, maxs)`` of one attribute of one series over the axis, through the
+    app's cache (rebinned once per quarter bucket, see ``ViewData.quantum``)."""
+    def compute():
+        samples = data.window(kind, key, axis.t0 - LOOKBACK_S)
+        times = [s.t for s in samples]
+        return bin_values(times, [getattr(s, attr) for s in samples], axis, typical_hold(times))
+    return data.cache.get((kind, key, attr, axis), data.quantum(axis), compute)
+
+
+def state_strip(data, axis: Axis) -> dict[int, tuple[list[str | None], dict[str, float]]]:
+    """Per sampled pid: the state per bucket and the share of each state in the window."""
+    out = {}
+    for pid in data.stack_pids(axis.t0):
+        def compute(pid=pid):
+            spans = data.stack_spans_for(pid, axis.t0)
+            secs = state_seconds(spans, axis.t0, data.t_end + 1e-6)
+            secs.pop("startup", None)
+            total = sum(secs.values())
+            shares = {k: v / total for k, v in secs.items()} if total > 0 else {}
+            return bin_states(spans, axis), shares
+        states, shares = data.cache.get(("states", pid, axis), data.quantum(axis), compute)
+        if any(s is not None for s in states):
+            out[pid] = (states, shares)
+    return out
+
+
+def trainer_label(data, pid: int) -> str:
+    return "main thread" if pid == data.header.get("pid") else f"pid {pid} main"
+
+
+def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True) -> list[Line]:
+    """The trainer main thread's state strip(s) and their legend."""
+    strips = state_strip(data, axis)
+    if not strips:
+        note = data.sampler_note or ("no stack samples in this window" if data.header.get("pid") else
+                                     "no trainer: cards only")
+        return [Line(label=text("main thread", "label"), body=text(fit(note, cols.body), "warn" if data.sampler_note
+                                                                    else "dim"))]
+    lines = []
+    total_shares: dict[str, float] = {}
+    for pid, (states, shares) in strips.items():
+        top = sorted(shares.items(), key=lambda kv: -kv[1])[:2]
+        val = "  ".join(f"{STATE_GLYPHS.get(k, '?')} {v:.0%}" for k, v in top)
+        lines.append(Line(label=text(fit(trainer_label(data, pid), cols.label), "label"), body=state_cells(states),
+                          value=text(val, "value")))
+        for k, v in shares.items():
+            total_shares[k] = total_shares.get(k, 0.0) + v / len(strips)
+    if with_legend:
+        lines.append(Line(full=(("  states".ljust(cols.label + 1), "dim"),
+                                *legend(total_shares, cols.width - cols.label - 1))))
+    return lines
+
+
+# -- main screen ----------------------------------------------------------------------------
+
+def card_label(data, info: dict, width: int) -> Runs:
+    c = info.get("card")
+    name = fmt.short_card_name(info.get("name"))
+    runs: list[Run] = [(f"{c} ", "label")]
+    if data.simulated(info):
+        runs.append(("SIMULATED", "sim"))
+        rest = width - len(runs[0][0]) - sum(len(r[0]) for r in runs[1:]) - 1
+        if rest > 3:
+            runs.append((" " + fit(name, rest), "label"))
+    else:
+        used = sum(len(r[0]) for r in runs)
+        runs.append((fit(name, width - used), "label"))
+    return tuple(runs)
+
+
+@dataclass(frozen=True, slots=True)
+class CardLayout:
+    """How much room a card gets on the main screen."""
+
+    util_rows: int = 1   # height of the utilization chart
+    sm_row: bool = False  # a strip of SM activity under it (where the card reports it)
+    details: bool = True  # the memory / power / temperature / PCIe line
+
+    @property
+    def lines(self) -> int:
+        return self.util_rows + int(self.sm_row) + int(self.details)
+
+
+CARD_LAYOUTS = (CardLayout(3, True, True), CardLayout(2, True, True), CardLayout(1, False, True),
+                CardLayout(1, False, False))
+
+
+def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, selected: bool) -> list[Line]:
+    c = info["card"]
+    key = f"card:{c}"
+    mins, _, _ = binned(data, "card", c, "util", axis)
+    last = data.last_card(c)
+    util = last.util if last else None
+    sm = last.sm_active if last else None
+    label = card_label(data, info, cols.label)
+    if selected:
+        label = tuple((t, "selected" if s == "label" else s) for t, s in label)
+    val: list[Run] = [("util ", "dim"), (fmt.pct(util, 4), band(util)), ("  sm ", "dim"), (fmt.pct(sm, 4), "value")]
+    if c in data.lost_cards():
+        # The label keeps SIMULATED; the loss takes the values' place (they are stale now).
+        val = [("LOST", "bad-tag"), (" last util ", "dim"), (fmt.pct(util), "value")]
+    elif cols.value >= 30:
+        mem = (last.mem_used / last.mem_total * 100) if last and last.mem_used is not None and last.mem_total else None
+        val += [("  mem ", "dim"), (fmt.pct(mem, 4), "value")]
+    if not layout.details and cols.value < 30:
+        val = list(val[:2]) + [(" ", ""), (fmt.temp(last.temp_c if last else None), "value")]
+    if all(v is None for v in mins):
+        known = data.has_data("card", c, axis.t0 - LOOKBACK_S)
+        rows = [text(fit("util n/a" if known else "no samples in this window", cols.body), "nodata")]
+        rows += [()] * (layout.util_rows - 1)
+    else:
+        rows = chart(mins, 100.0, layout.util_rows, band) if layout.util_rows > 1 else [spark(mins, 100.0, band)]
+    lines = [Line(label=label, body=rows[0], value=tuple(val), key=key)]
+    for i, r in enumerate(rows[1:], 1):
+        lab = text("  util (min)", "dim") if i == 1 else ()
+        lines.append(Line(label=lab, body=r, key=key))
+    if layout.sm_row:
+        sm_mins, _, _ = binned(data, "card", c, "sm_active", axis)
+        if any(v is not None for v in sm_mins):
+            lines.append(Line(label=text("  SM active", "dim"), body=spark(sm_mins, 100.0, band), key=key))
+    if layout.details:
+        lines.append(Line(full=card_details(data, info, last, cols), key=key))
+    return lines
+
+
+def card_details(data, info: dict, last, cols: Columns) -> Runs:
+    """``  mem ██████░░ 62.1/80.0G  285/300W  71°C  PCIe ↓3.1G/s ↑40M/s`` under a card's strip."""
+    runs: list[Run] = [(" " * 2, "")]
+    mem_used = last.mem_used if last else None
+    mem_total = (last.mem_total if last and last.mem_total else None) or info.get("mem_total")
+    frac = mem_used / mem_total if mem_used is not None and mem_total else None
+    runs += [("mem ", "dim"), *bar(frac, 10 if cols.width < 120 else 20),
+             (f" {fmt.size(mem_used)}/{fmt.size(mem_total)}", "value")]
+    power = last.power_w if last else None
+    limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
+    runs += [("  pwr ", "dim"), (f"{fmt.watts(power)}/{fmt.watts(limit)}", "warn" if power and limit and power >= 0.97 * limit
+                                 else "value")]
+    runs += [("  ", ""), (fmt.temp(last.temp_c if last else None), "value")]
+    rx = last.pcie_rx_Bps if last else None
+    tx = last.pcie_tx_Bps if last else None
+    runs += [("  PCIe ", "dim"), (f"↓{fmt.rate(rx)} ↑{fmt.rate(tx)}", "value")]
+    if cols.width >= 120:
+        gen, width = (last.pcie_gen, last.pcie_width) if last else (None, None)
+        runs += [("  link ", "dim"), (f"gen{gen if gen is not None else '?'} x{width if width is not None else '?'}"
+                                      if gen is not None or width is not None else fmt.NA, "value")]
+        clk = last.sm_clock_mhz if last else None
+        runs += [("  clock ", "dim"), (fmt.mhz(clk), "value")]
+        reasons = [r for r in decode_clock_reasons(last.clock_reasons if last else None) if r != "GpuIdle"]
+        if reasons:
+            runs += [("  ", ""), (",".join(reasons), "warn")]
+    return tuple(runs)
+
+
+ROLE_LABEL = {"main": "main", "worker": "worker", "pin": "pin", "compile": "compile", "other": "other"}
+
+
+def proc_label(s) -> str:
+    role = f"rank{s.rank}" if s.role == "rank" and s.rank is not None else ROLE_LABEL.get(s.role, s.role)
+    if s.role == "worker" and s.rank is not None:
+        role = f"r{s.rank}.worker"
+    return f"{role} {s.pid}"
+
+
+PROC_HEAD = f"{'st':<3}{'cores':<5}{'rss':>6}{'read':>8}"
+
+
+def proc_value(data, last, cols: Columns) -> Runs:
+    """``S  0.12   3.2G    0B/s`` under :data:`PROC_HEAD`, column for column."""
+    if data.proc_gone(last):
+        return (("gone", "dim"),)
+    st = last.state or "?"
+    runs: list[Run] = [(f"{st:<3}", "bad" if st in "DZ" else "value"), (f"{fmt.cores(last.cpu):<5}", "value"),
+                       (f"{fmt.size(last.rss):>6}", "value"), (f"{fmt.rate(last.read_Bps):>8}", "value")]
+    if cols.value >= 30:
+        runs.append((f"{fmt.rate(last.write_Bps):>8}", "value"))
+    return tuple(runs)
+
+
+def cpu_style(v: float) -> str:
+    return "cpu-hot" if v >= 0.9 else "cpu"
+
+
+def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None) -> list[Line]:
+    procs = data.proc_index(axis.t0 - LOOKBACK_S)
+    head_val = PROC_HEAD + (f"{'write':>8}" if cols.value >= 30 else "")
+    lines = [Line(label=text("process", "head"), body=text(fit("CPU (cores, mean per bucket; █ = 1 core)", cols.body),
+                                                           "head"),
+                  value=text(head_val, "head"))]
+    if not procs:
+        note = "no trainer processes in this window" if data.header.get("pid") is not None else \
+            "no trainer: cards only (start with --pid PID or -- CMD)"
+        lines.append(Line(label=text("", ""), body=text(fit(note, cols.body), "dim")))
+        return lines
+    # Without persistent workers every epoch leaves exited workers behind: the main screen
+    # lists the ones alive (the workers screen has them all).
+    alive = [(pid, last) for pid, last in procs if not data.proc_gone(last)]
+    gone = len(procs) - len(alive)
+    room = None if limit is None else limit - (1 if gone else 0)
+    shown = alive if room is None or len(alive) <= room else alive[: max(1, room - 1)]
+    for pid, last in shown:
+        _, means, _ = binned(data, "proc", pid, "cpu", axis)
+        lines.append(Line(label=text(fit(proc_label(last), cols.label), "label"),
+                          body=spark(means, 1.0, cpu_style), value=proc_value(data, last, cols), key=f"proc:{pid}"))
+    if len(shown) < len(alive):
+        lines.append(Line(label=text(f"+{len(alive) - len(shown)} more", "dim"), body=text("w: all processes", "dim")))
+    if gone:
+        lines.append(Line(label=text(f"{gone} exited", "dim"),
+                          body=text(fit("in this window (w: all processes)", cols.body), "dim")))
+    return lines
+
+
+def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_card: int | None) -> list[Line]:
+    """The main screen's chart: cards, the state strip right under them (so a dip and a
+    data wait stand one above the other), the time axis, the processes.
+
+    ``height`` is the room there is: with more, each card gets a taller utilization
+    chart and an SM strip (using the room, leaving the advice ``ADVICE_ROOM`` lines);
+    with less, cards go to one line each and the process list is cut.
+    """
+    cards = data.cards
+    procs = data.proc_index(axis.t0 - LOOKBACK_S)
+    alive_n = sum(1 for _, last in procs if not data.proc_gone(last))
+    procs_n = (alive_n or 1) + (1 if alive_n < len(procs) else 0)
+    state_n = max(1, len(data.stack_pids(axis.t0))) + 1
+    fixed = state_n + 1 + 1 + procs_n
+    layout = CARD_LAYOUTS[2]
+    if height is not None:
+        for cand in CARD_LAYOUTS:
+            spare = ADVICE_ROOM if cand.util_rows > 1 else 0
+            if len(cards) * cand.lines + fixed + spare <= height:
+                layout = cand
+                break
+        else:
+            layout = CARD_LAYOUTS[-1]
+    lines: list[Line] = []
+    if not cards:
+        msg = data.status.backend_message if data.status is not None and data.status.backend_message else None
+        lines.append(Line(label=text("cards", "label"),
+                          body=text(fit(msg or "no accelerator found", cols.body), "warn")))
+    for info in cards:
+        lines += card_lines(data, axis, cols, info, layout, selected_card == info["card"])
+    lines += state_lines(data, axis, cols)
+    lines.append(axis_line(axis, cols, data.t_end, data.live))
+    room = None if height is None else max(2, height - len(lines))
+    lines += proc_lines(data, axis, cols, limit=None if room is None else room - 1)
+    return lines
+
+
+ADVICE_ROOM = 10  # lines a taller card chart must leave for the advice
+
+
+# -- card screen ----------------------------------------------------------------------------
+
+def _metric_block(label: str, rows: list[Runs], value: Runs, cols: Columns) -> list[Line]:
+    return [Line(label=text(label, "label") if i == 0 else (), body=r, value=value if i == 0 else ())
+            for i, r in enumerate(rows)]
+
+
+def _stats(vals: Sequence[float | None], f: Callable[[float | None], str]) -> str:
+    real = [v for v in vals if v is not None]
+    if not real:
+        return ""
+    return f"min {f(min(real))} max {f(max(real))}"
+
+
+CARD_METRICS = ("util", "sm_active", "mem_used", "power_w", "temp_c", "sm_clock_mhz", "pcie_rx_Bps", "pcie_tx_Bps")
+# Who gets a taller chart when there is room, in order (one more row each time round).
+_GROW = ("util", "util", "sm_active", "power_w", "mem_used", "sm_clock_mhz", "sm_active", "power_w")
+
+
+def metric_heights(room: int | None, fixed: int) -> dict[str, int]:
+    h = dict.fromkeys(CARD_METRICS, 1)
+    spare = 0 if room is None else room - fixed - len(CARD_METRICS)
+    for name in _GROW:
+        if spare <= 0:
+            break
+        h[name] += 1
+        spare -= 1
+    return h
+
+
+def card_screen_lines(data, axis: Axis, cols: Columns, card: int, room: int | None) -> list[Line]:
+    """Every metric of one card, its clock-event reasons, the state strip, the processes.
+
+    ``room``: the lines there are; charts grow taller into what the rest leaves free.
+    """
+    info = next((i for i in data.cards if i["card"] == card), {"card": card})
+    known = data.has_data("card", card, axis.t0 - LOOKBACK_S)
+    last = data.last_card(card)
+    tail = clock_reason_lines(data, axis, cols, card)
+    tail += state_lines(data, axis, cols)
+    tail.append(axis_line(axis, cols, data.t_end, data.live))
+    procs = card_proc_lines(data, axis, cols, last)
+    hts = metric_heights(room, len(tail) + min(len(procs), 3))
+    lines: list[Line] = []
+
+    def metric(attr: str, label: str, scale: float | None, use: int, f: Callable[[float | None], str],
+               style: Callable[[float], str] | str) -> None:
+        bins = binned(data, "card", card, attr, axis)[use]
+        cur = getattr(last, attr) if last else None
+        if all(v is None for v in bins):
+            why = "n/a (this card does not report it)" if known else "n/a (no samples in this window)"
+            lines.append(Line(label=text(label, "label"), body=text(fit(why, cols.body), "nodata"),
+                              value=((f"now {f(cur)}", "value"),)))
+            return
+        sc = scale or max(v for v in bins if v is not None) or 1.0
+        val = ((f"now {f(cur)}", "value"), ("  " + _stats(bins, f), "dim")) if cols.value >= 30 else \
+            ((f"now {f(cur)}", "value"),)
+        lines.extend(_metric_block(label, chart(bins, sc, hts[attr], style), val, cols))
+
+    mem_total = (last.mem_total if last and last.mem_total else None) or info.get("mem_total")
+    limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
+    clk_max = (last.sm_clock_max_mhz if last and last.sm_clock_max_mhz else None) or info.get("sm_clock_max_mhz")
+    metric("util", "util % (min)", 100.0, 0, fmt.pct, band)
+    metric("sm_active", "SM % (min)", 100.0, 0, fmt.pct, band)
+    metric("mem_used", "memory", mem_total, 1, fmt.size, "bar")
+    metric("power_w", "power", limit, 1, fmt.watts, "bar")
+    metric("temp_c", "temperature", 100.0, 1, fmt.temp, "bar")
+    metric("sm_clock_mhz", "SM clock", clk_max, 1, fmt.mhz, "bar")
+    metric("pcie_rx_Bps", "PCIe ↓ rx", None, 1, fmt.rate, "cpu")
+    metric("pcie_tx_Bps", "PCIe ↑ tx", None, 1, fmt.rate, "cpu")
+    return lines + tail + procs
+
+
+def clock_reason_lines(data, axis: Axis, cols: Columns, card: int) -> list[Line]:
+    def compute():
+        samples = data.window("card", card, axis.t0 - LOOKBACK_S)
+        masks = [s.clock_reasons for s in samples]
+        if all(m is None for m in masks):
+            return None
+        times = [s.t for s in samples]
+        return bin_bits(times, masks, axis, typical_hold(times))
+    bits = data.cache.get(("bits", card, axis), data.quantum(axis), compute)
+    if bits is None:
+        return [Line(label=text("clock events", "label"),
+                     body=text(fit("n/a (only NVML reports clock-event reasons)", cols.body), "nodata"))]
+    if not bits:
+        return [Line(label=text("clock events", "label"), body=text("none in this window", "dim"))]
+    out = []
+    for bit in sorted(bits):
+        row = bits[bit]
+        name = CLOCK_REASONS.get(bit, f"0x{bit:x}")
+        style = "bad" if bit & CLOCK_REASONS_BAD else "dim"
+        share = sum(row) / max(1, sum(1 for k in range(axis.n) if axis.t0 + k * axis.bw <= data.t_end))
+        out.append(Line(label=text(fit(name, cols.label), "label"),
+                        body=merge([("■", style) if on else (" ", "nodata") for on in row]),
+                        value=text(f"0x{bit:x} {share:.0%} of window", "dim")))
+    return out
+
+
+def card_proc_lines(data, axis: Axis, cols: Columns, last) -> list[Line]:
+    head = Line(full=text(fit("processes on this card (device memory, from the vendor)", cols.width), "head"))
+    if last is None or last.procs is None:
+        return [head, Line(full=text("  n/a (the vendor gives no process list)", "nodata"))]
+    if not last.procs:
+        return [head, Line(full=text("  none", "dim"))]
+    procs = dict(data.proc_index(axis.t0 - LOOKBACK_S))
+    out = [head]
+    for pid_s, mem in sorted(last.procs.items(), key=lambda kv: -(kv[1] or 0)):
+        try:
+            pid = int(pid_s)
+        except ValueError:
+            pid = -1
+        p = procs.get(pid)
+        who = f"{proc_label(p)} {p.name}" if p else f"pid {pid_s} (outside the trainer's tree)"
+        out.append(Line(full=((f"  {pid_s:>7}  ", "value"), (fmt.size(mem).rjust(6), "value"),
+                              ("  " + fit(who, max(10, cols.width - 20)), "label"))))
+    return out
+
+
+# -- workers screen -----------------------------------------------------------------------
+
+def kernel_cells(letters: Sequence[str | None]) -> Runs:
+    return merge([(" ", "nodata") if s is None else (s, "k-" + s if s in "RSDZ" else "value") for s in letters])
+
+
+def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
+    t0 = axis.t0 - LOOKBACK_S
+    procs = data.proc_index(t0)
+    lines = [Line(label=text("process", "head"),
+                  body=text(fit("CPU cores (mean) · kernel state (R run S sleep D disk Z zombie) · I/O", cols.body),
+                            "head"),
+                  value=text("now", "head"))]
+    if not procs:
+        lines.append(Line(label=text("", ""), body=text("no trainer processes in this window", "dim")))
+        return lines
+
+    def io_scale() -> float:
+        # One I/O scale for every process, so a worker's bar can be compared with another's.
+        top = 1e6
+        for pid, _ in procs:
+            for s in data.window("proc", pid, t0):
+                for v in (s.read_Bps, s.write_Bps):
+                    if v is not None and v > top:
+                        top = v
+        return top
+    io_max = data.cache.get(("io_max", axis, tuple(p for p, _ in procs)), data.quantum(axis), io_scale)
+    for pid, last in procs:
+        _, cpu, _ = binned(data, "proc", pid, "cpu", axis)
+        _, rd, _ = binned(data, "proc", pid, "read_Bps", axis)
+        _, wr, _ = binned(data, "proc", pid, "write_Bps", axis)
+
+        def letters_of(pid=pid):
+            samples = data.window("proc", pid, t0)
+            times = [s.t for s in samples]
+            return bin_letters(times, [s.state for s in samples], axis, typical_hold(times))
+        letters = data.cache.get(("kstate", pid, axis), data.quantum(axis), letters_of)
+        gone = data.proc_gone(last)
+        name = f"{last.name}" + (f" · {last.threads} threads" if last.threads else "") + (" · gone" if gone else "")
+        lines.append(Line(full=((fit(proc_label(last), cols.label).ljust(cols.label + 1), "selected"),
+                                (fit(name, cols.width - cols.label - 1), "dim"))))
+        lines.append(Line(label=text("  cpu", "dim"), body=spark(cpu, 1.0, cpu_style),
+                          value=text(("gone" if gone else f"{fmt.cores(last.cpu)} cores"), "value")))
+        lines.append(Line(label=text("  state", "dim"), body=kernel_cells(letters),
+                          value=text("gone" if gone else f"{last.state or '?'} "
+                                     f"{KERNEL_STATES.get(last.state or '', '')}".rstrip(), "value")))
+        if all(v is None for v in rd) and all(v is None for v in wr):
+            lines.append(Line(label=text("  I/O", "dim"), body=text("n/a (no /proc/PID/io for this one)", "nodata")))
+            continue
+        lines.append(Line(label=text("  read", "dim"), body=spark(rd, io_max, "io", zero_dim=True),
+                          value=text(f"{fmt.rate(last.read_Bps)}  rss {fmt.size(last.rss)}", "value")))
+        lines.append(Line(label=text("  write", "dim"), body=spark(wr, io_max, "io", zero_dim=True),
+                          value=text(fmt.rate(last.write_Bps), "value")))
+    lines.append(axis_line(axis, cols, data.t_end, data.live, label=f"I/O █ = {fmt.rate(io_max)}"))
+    return lines

@@ -1,0 +1,239 @@
+"""One redraw's read of the session (no Textual here).
+
+Every screen draws from a :class:`ViewData`: the window's end ``t_end`` (now, the paused
+moment, or the replay cursor) and length, and the session's data read once per redraw
+and bounded by ``t_end`` (a replay may hold samples past its cursor; they must not show).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from sattui.model import CardSample, Event, ProcSample, StackSample
+from sattui.widgets.binning import BinCache
+
+if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
+    from sattui.session import Session, SessionStatus
+
+EPS = 1e-6
+ROLE_ORDER = {"main": 0, "rank": 1, "worker": 2, "pin": 3, "compile": 4, "other": 5}
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+# Events that put a line in the header while they hold (a later "recovered" clears them).
+PROBLEM_EVENTS = {
+    "card_lost": "card_recovered",
+    "card_unreadable": "card_recovered",
+    "backend_failing": "backend_recovered",
+    "backend_degraded": "backend_recovered",
+    "permission_denied": None,
+    "not_python": None,
+    "sampler_missing": None,
+    "sampler_failing": "sampler_restart",
+    "no_accelerator": None,
+}
+
+
+def finding_rank(f: dict[str, Any]) -> tuple[int, float]:
+    impact = f.get("impact")
+    return (SEVERITY_ORDER.get(str(f.get("severity")), 9), -(impact if isinstance(impact, (int, float)) else 0.0))
+
+
+@dataclass
+class ViewData:
+    session: Session
+    t_end: float
+    window_s: float
+    cache: BinCache = field(default_factory=BinCache)
+
+    @property
+    def timeline(self) -> Any:
+        return self.session.timeline
+
+    @property
+    def live(self) -> bool:
+        return bool(getattr(self.session, "live", False))
+
+    @cached_property
+    def header(self) -> dict[str, Any]:
+        return dict(self.session.header or {})
+
+    @cached_property
+    def status(self) -> SessionStatus:
+        return self.session.status()
+
+    @cached_property
+    def findings(self) -> list[dict[str, Any]]:
+        try:
+            found = list(self.session.findings())
+        except Exception as e:  # an advisor bug must not take the monitor down
+            return [{"rule": "advisor_error", "severity": "info", "impact": None,
+                     "summary": f"the advisor failed: {e}", "evidence": {}, "fix": None}]
+        found = [f for f in found if f.get("rule") not in (None, "healthy", "no_data")] + \
+                [f for f in found if f.get("rule") in ("healthy", "no_data")]
+        return sorted(found, key=finding_rank)
+
+    @cached_property
+    def verdict(self) -> dict[str, Any] | None:
+        return self.findings[0] if self.findings else None
+
+    @cached_property
+    def events(self) -> list[Event]:
+        return self.timeline.window("event", 0, float("-inf"), self.t_end + EPS)
+
+    @cached_property
+    def problems(self) -> list[tuple[str, dict[str, Any]]]:
+        """Events still in force at ``t_end``: (type, event), oldest first, one per type and card."""
+        live: dict[tuple[str, Any], Event] = {}
+        for ev in self.events:
+            key_card = ev.data.get("card")
+            if ev.type in PROBLEM_EVENTS:
+                live[(ev.type, key_card)] = ev
+            for typ, cleared_by in PROBLEM_EVENTS.items():
+                if cleared_by == ev.type:
+                    live.pop((typ, key_card), None)
+        return [(k[0], {"message": e.message, "t": e.t, **e.data}) for k, e in live.items()]
+
+    def lost_cards(self) -> set[int]:
+        return {d.get("card") for typ, d in self.problems if typ == "card_lost" and d.get("card") is not None}
+
+    @cached_property
+    def trainer_exit(self) -> dict[str, Any] | None:
+        """The ``trainer_exited`` event up to ``t_end`` (with ``exit_code``), else None."""
+        for ev in reversed(self.events):
+            if ev.type == "trainer_exited":
+                return {"t": ev.t, "message": ev.message, **ev.data}
+        st = self.status
+        if st is not None and st.trainer_alive is False:
+            return {"t": None, "message": "trainer exited", "exit_code": st.trainer_exit_code}
+        return None
+
+    # -- cards ----------------------------------------------------------------------
+
+    @cached_property
+    def cards(self) -> list[dict[str, Any]]:
+        """The header's cards, plus any card that reports without being announced."""
+        infos = {c.get("card"): dict(c) for c in self.header.get("cards") or [] if c.get("card") is not None}
+        for k in self.timeline.keys("card"):
+            infos.setdefault(k, {"card": k, "name": None, "vendor": None})
+        return [infos[k] for k in sorted(infos)]
+
+    def card_samples(self, card: int, t0: float) -> list[CardSample]:
+        return self.window("card", card, t0)
+
+    def last_card(self, card: int) -> CardSample | None:
+        """The newest sample at or before ``t_end`` (kept when the card stops reporting)."""
+        ring = self.timeline.series("card", card)
+        if ring is None or not len(ring):
+            return None
+        w = ring.window(float("-inf"), self.t_end + EPS) if len(ring) < 64 else \
+            ring.window(self.t_end - 120.0, self.t_end + EPS)
+        return w[-1] if w else None
+
+    def simulated(self, info: dict[str, Any]) -> bool:
+        return bool(info.get("simulated")) or info.get("vendor") == "sim" or self.header.get("backend") == "sim"
+
+    # -- windows, read lazily ------------------------------------------------------------
+
+    def quantum(self, axis: Any) -> int:
+        """Which quarter-bucket ``t_end`` is in. Bins are cached under it: they are
+        recomputed when the view moves by a quarter of a bucket, not on every redraw, so a
+        1 h window (35 s buckets) bins 8 cards once every ~9 s instead of twice a second,
+        and a 1 min window (1.4 s buckets) still rebins on every redraw. Live samples
+        newer than the last rebin show at the next one."""
+        return math.floor(self.t_end / (axis.bw / 4))
+
+    def has_data(self, kind: str, key: Any, t0: float) -> bool:
+        ring = self.timeline.series(kind, key)
+        if ring is None or not len(ring):
+            return False
+        return ring.last_t() >= t0 and ring.first_t() <= self.t_end + EPS
+
+    def window(self, kind: str, key: Any, t0: float) -> list[Any]:
+        """Samples of one series in ``[t0, t_end]`` (memoised for this redraw)."""
+        k = (kind, key, t0)
+        got = self._windows.get(k)
+        if got is None:
+            got = self._windows[k] = self.timeline.window(kind, key, t0, self.t_end + EPS)
+        return got
+
+    @cached_property
+    def _windows(self) -> dict[tuple[Any, ...], list[Any]]:
+        return {}
+
+    # -- processes --------------------------------------------------------------------
+
+    def proc_index(self, t0: float) -> list[tuple[int, ProcSample]]:
+        """Every process with a sample in ``[t0, t_end]`` and its newest sample there: main
+        first, then ranks, workers … Reads a few recent samples per process, not the window."""
+        k = ("proc_index", t0)
+        got = self._windows.get(k)
+        if got is not None:
+            return got
+        out = []
+        for pid in list(self.timeline.keys("proc")):
+            if not self.has_data("proc", pid, t0):
+                continue
+            ring = self.timeline.series("proc", pid)
+            recent = ring.window(max(t0, self.t_end - 30.0), self.t_end + EPS) or \
+                ring.window(t0, self.t_end + EPS)
+            if recent:
+                out.append((int(pid), recent[-1]))
+        out.sort(key=lambda kv: (ROLE_ORDER.get(kv[1].role, 9), kv[1].rank if kv[1].rank is not None else -1, kv[0]))
+        self._windows[k] = out
+        return out
+
+    def processes(self, t0: float) -> dict[int, list[ProcSample]]:
+        """Every process's samples in ``[t0, t_end]``, in :meth:`proc_index` order."""
+        return {pid: self.window("proc", pid, t0) for pid, _ in self.proc_index(t0)}
+
+    @cached_property
+    def proc_interval(self) -> float:
+        v = self.header.get("interval_s")
+        return float(v) if isinstance(v, (int, float)) and v > 0 else 1.0
+
+    def proc_gone(self, last: ProcSample) -> bool:
+        return last.t < self.t_end - 3.5 * self.proc_interval
+
+    # -- stacks -----------------------------------------------------------------------
+
+    STACK_LOOKBACK_S = 30.0  # a span starts before the window yet may reach into it
+
+    def stack_pids(self, t0: float) -> list[int]:
+        return [k for k in list(self.timeline.keys("stack"))
+                if self.has_data("stack", k, t0 - self.STACK_LOOKBACK_S)]
+
+    def stack_spans_for(self, pid: int, t0: float) -> list[tuple[float, float, str | None]]:
+        """Main-thread ``(t, dur, state)`` spans of one sampled pid, clipped to ``t_end``."""
+        spans = []
+        for s in self.window("stack", pid, t0 - self.STACK_LOOKBACK_S):
+            if s.t + s.dur <= t0:
+                continue
+            spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.activity))
+        return spans
+
+    def stack_spans(self, t0: float) -> dict[int, list[tuple[float, float, str | None]]]:
+        out = {}
+        for pid in self.stack_pids(t0):
+            spans = self.stack_spans_for(pid, t0)
+            if spans:
+                out[pid] = spans
+        return out
+
+    def stack_samples(self, t0: float) -> list[StackSample]:
+        return [s for pid in self.stack_pids(t0) for s in self.window("stack", pid, t0)]
+
+    @cached_property
+    def sampler_note(self) -> str | None:
+        """Why there are no stacks, when there are none to show."""
+        st = self.status
+        if st is None:
+            return None
+        if st.sampler == "denied":
+            return "no stacks: py-spy has no ptrace permission (see the header)"
+        if st.sampler in ("missing", "not_python", "failing", "stopped", "target_gone"):
+            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.replace('_', ' ')}")
+        if st.sampler == "starting":
+            return "waiting for the first stack samples"
+        return None

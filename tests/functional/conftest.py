@@ -1,0 +1,81 @@
+"""Shared pieces of the TUI tests: the deterministic fixture recording, a replay
+positioned on it, and an SVG snapshot comparison (Textual's own export_screenshot;
+pytest-textual-snapshot pins syrupy 4.8.0, which needs pytest<9)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from sattui.session import ReplaySession
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FIXTURE = REPO / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
+SNAPSHOTS = HERE / "snapshots"
+CURSOR = 90.0  # inside the fixture's input-bound stretch, past its 60 s finding
+UPDATE_ENV = "SATTUI_UPDATE_SNAPSHOTS"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests (Textual's Pilot is async) without a plugin dependency."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        asyncio.run(pyfuncitem.obj(**args))
+        return True
+    return None
+
+
+def replay(cursor: float = CURSOR) -> ReplaySession:
+    s = ReplaySession(str(FIXTURE))
+    s.seek(cursor)
+    return s
+
+
+@pytest.fixture
+def session() -> ReplaySession:
+    return replay()
+
+
+def _normalise(svg: str) -> str:
+    # Rich names the SVG's CSS classes after a hash of the content; the pixels are what
+    # matter, so compare with the hash taken out (a diff then shows the real change).
+    return re.sub(r"terminal-\d+", "terminal", svg)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {"textual": version("textual"), "rich": version("rich")}
+
+
+def assert_snapshot(name: str, svg: str) -> None:
+    path = SNAPSHOTS / f"{name}.svg"
+    pinned = SNAPSHOTS / "versions.json"
+    if os.environ.get(UPDATE_ENV) == "1":
+        SNAPSHOTS.mkdir(exist_ok=True)
+        pinned.write_text(json.dumps(_versions(), indent=1) + "\n", encoding="utf-8")
+    elif pinned.exists() and json.loads(pinned.read_text(encoding="utf-8")) != _versions():
+        # Another Textual or Rich draws other pixels (a footer, a border): that is not a
+        # regression of ours. The Pilot tests still check every screen's content.
+        pytest.skip(f"snapshots were made with {pinned.read_text().strip()}; this is {_versions()}: "
+                    f"regenerate with {UPDATE_ENV}=1")
+    if os.environ.get(UPDATE_ENV) == "1" or not path.exists():
+        if not path.exists() and os.environ.get(UPDATE_ENV) != "1" and os.environ.get("CI"):
+            pytest.fail(f"missing snapshot {path}; run with {UPDATE_ENV}=1 to write it")
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(svg, encoding="utf-8")
+        return
+    want = path.read_text(encoding="utf-8")
+    if _normalise(want) != _normalise(svg):
+        got = path.with_suffix(".actual.svg")
+        got.write_text(svg, encoding="utf-8")
+        pytest.fail(f"screen {name} differs from {path.name} (now in {got.name}); if the change is "
+                    f"intended, regenerate with {UPDATE_ENV}=1 python -m pytest tests/functional")

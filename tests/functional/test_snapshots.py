@@ -1,0 +1,39 @@
+"""The screens as SVG, compared with tests/functional/snapshots/ (regenerate with
+SATTUI_UPDATE_SNAPSHOTS=1). Deterministic: the fixture recording, the replay cursor at
+90 s, no wall clock anywhere on screen."""
+
+from __future__ import annotations
+
+import pytest
+
+from sattui.app import SattuiApp
+from tests.functional.conftest import assert_snapshot, replay
+
+SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"]}
+SIZES = [(80, 24), (160, 48)]
+
+
+async def shot(size: tuple[int, int], keys: list[str]) -> str:
+    app = SattuiApp(replay(), show_clock=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        for k in keys:
+            await pilot.press(k)
+            await pilot.pause()
+        app.redraw(True)
+        await pilot.pause()
+        return app.export_screenshot(title=f"sattui {size[0]}x{size[1]}")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("screen", list(SCREENS))
+async def test_screen_snapshot(screen: str, size: tuple[int, int]) -> None:
+    assert_snapshot(f"{screen}_{size[0]}x{size[1]}", await shot(size, SCREENS[screen]))
+
+
+async def test_snapshots_are_deterministic() -> None:
+    from tests.functional.conftest import _normalise
+
+    a = await shot((80, 24), [])
+    b = await shot((80, 24), [])
+    assert _normalise(a) == _normalise(b)

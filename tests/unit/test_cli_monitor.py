@@ -1,0 +1,118 @@
+"""The monitor's entry points in sattui/cli.py (`sattui --pid`, `sattui -- CMD`, `replay`,
+`demo`): the session each builds, and one-line errors for bad input. The screen itself is
+replaced by a stand-in, so these run without a terminal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sattui import cli
+from sattui.session import LiveSession, ReplaySession
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recordings" / "replay_starved.jsonl"
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def fake_ui(monkeypatch):
+    """Stands in for sattui.app.run_app; ``until`` decides when the "user" quits."""
+    seen: dict = {"sessions": [], "until": lambda s: True}
+
+    def run(session) -> int:
+        seen["sessions"].append(session)
+        end = time.monotonic() + 20
+        while not seen["until"](session) and time.monotonic() < end:
+            time.sleep(0.05)
+        session.stop()
+        code = session.status().trainer_exit_code
+        return code if isinstance(code, int) else 0
+
+    monkeypatch.setattr(cli, "_run_ui", run)
+    return seen
+
+
+def test_replay_builds_a_replay_session(fake_ui):
+    assert cli.main(["replay", str(FIXTURE)]) == 0
+    (s,) = fake_ui["sessions"]
+    assert isinstance(s, ReplaySession) and s.path == str(FIXTURE)
+
+
+def test_bad_input_is_one_line(capsys, tmp_path, fake_ui):
+    foreign = tmp_path / "x.jsonl"
+    foreign.write_text('{"a": 1}\n')
+    assert cli.main(["replay", str(foreign)]) == 2
+    assert "not a sattui recording" in _one_line(capsys)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert cli.main(["--pid", str(dead.pid)]) == 2
+    assert "no such process" in _one_line(capsys)
+    assert cli.main(["demo", "--scenario", "bogus"]) == 2
+    assert "unknown demo scenario 'bogus'" in _one_line(capsys)
+    assert cli.main(["--pid", "1", "--", "sleep", "1"]) == 2
+    assert "not both" in _one_line(capsys)
+    assert cli.main(["--backend", "none"]) == 2
+    assert "nothing to watch" in _one_line(capsys)
+    assert cli.main(["--backend", "none", "--", str(tmp_path / "no-such-program")]) == 2
+    assert "cannot start" in _one_line(capsys)
+    assert cli.main(["report", "x", "--", "sleep", "1"]) == 2
+    assert "not taken by `sattui report`" in _one_line(capsys)
+    assert fake_ui["sessions"] == []
+
+
+def test_demo_without_torch_says_how_to_install_it(capsys, monkeypatch, fake_ui):
+    monkeypatch.setitem(sys.modules, "torch", None)  # find_spec("torch") is then None
+    assert cli.main(["demo"]) == 2
+    line = _one_line(capsys)
+    assert "pip install torch==2.13.0" in line
+    assert fake_ui["sessions"] == []
+
+
+def test_monitor_a_pid(fake_ui, tmp_path):
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        out = tmp_path / "rec.jsonl"
+        fake_ui["until"] = lambda s: bool(s.processes(0.0, s.now() + 1))
+        assert cli.main(["--pid", str(p.pid), "--backend", "none", "--interval", "0.2", "--record", str(out)]) == 0
+        (s,) = fake_ui["sessions"]
+        assert isinstance(s, LiveSession) and s.pid == p.pid and s.record_path == str(out)
+        assert p.poll() is None  # not ours: left running
+        assert out.exists()
+    finally:
+        p.kill()
+        p.wait()
+    assert not [t for t in threading.enumerate() if t.name.startswith("sattui-")]
+
+
+def test_monitor_a_command_returns_its_exit_code(fake_ui, tmp_path, capsys):
+    log = tmp_path / "t.log"
+    fake_ui["until"] = lambda s: s.status().trainer_exit_code is not None
+    code = cli.main(["--backend", "none", "--interval", "0.2", "--trainer-log", str(log), "--",
+                     "sh", "-c", "echo out; exit 5"])
+    assert code == 5
+    assert "out" in log.read_text()
+    assert str(log) in capsys.readouterr().err
+
+
+def test_demo_starts_the_trainer_on_the_sim_card_and_stops_it(fake_ui):
+    pytest.importorskip("torch")
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    fake_ui["until"] = lambda s: bool(s.header.get("cards")) and bool(s.processes(0.0, s.now() + 1))
+    assert cli.main(["demo", "--scenario", "healthy", "--interval", "0.5"]) == 0
+    (s,) = fake_ui["sessions"]
+    assert s.simulated and s.header["backend"] == "sim"
+    assert "--sim-card" in s.command and "compute_bound" in s.command
+    assert {c.pid for c in psutil.Process().children(recursive=True)} - before == set()
