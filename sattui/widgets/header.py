@@ -120,7 +120,9 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     if view.paused:
         probs.append([(" PAUSED ", "paused"), (" the view is frozen; sampling goes on.  p: follow again", "dim")])
     if st is not None and st.backend is None and data.live:
-        probs.append([("no accelerator found", "warn"), (": " + (st.backend_message or "no backend could start"), "dim")])
+        why = (st.backend_message or "no backend could start").removeprefix("no accelerator found: ")
+        # Auto-detection's reason lists every backend: one line here, whole in `sattui doctor`.
+        probs.append(_fit_runs([("no accelerator found", "warn"), (": " + why, "dim")], width))
         said.add("no_accelerator")
     elif st is not None and st.backend is not None and st.backend_message and data.live:
         probs.append([("card backend failing", "bad"), (": " + st.backend_message, "dim")])
@@ -139,11 +141,29 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
         if typ in said:
             continue  # already said above, from the session's status
         style = "bad" if typ in ("card_lost", "permission_denied", "backend_failing") else "warn"
+        if typ == "no_accelerator":
+            why = str(d.get("message") or "").removeprefix("no accelerator found: ")
+            probs.append(_fit_runs([("no accelerator found", style), (": " + why, "dim")], width))
+            continue
         probs.append([(typ.replace("_", " "), style), (": " + str(d.get("message") or ""), "dim")])
     if len(probs) > MAX_PROBLEM_LINES:
         extra = len(probs) - MAX_PROBLEM_LINES + 1
         probs = probs[: MAX_PROBLEM_LINES - 1] + [[(f"+{extra} more notices (see ? help / report)", "dim")]]
     return lines + probs
+
+
+def _fit_runs(runs: list[Run], width: int) -> list[Run]:
+    out: list[Run] = []
+    left = max(1, width)
+    for text_, style in runs:
+        if left <= 0:
+            break
+        if len(text_) > left:
+            out.append((text_[: max(0, left - 1)] + "…", style))
+            break
+        out.append((text_, style))
+        left -= len(text_)
+    return out
 
 
 class StatusHeader(Widget):
