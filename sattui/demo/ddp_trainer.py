@@ -1,0 +1,117 @@
+"""A data-parallel CPU job with one slow rank (advisor-rules.md S13a ddp_straggler_manual).
+
+Run it under torchrun, which sets RANK / LOCAL_RANK / WORLD_SIZE (sattui finds the
+ranks by them)::
+
+    torchrun --standalone --nproc_per_node=2 -m sattui.demo.ddp_trainer --steps 250
+
+Every rank trains the same small MLP on its own synthetic batches over gloo and averages
+the gradients with an explicit ``dist.all_reduce`` per parameter; the straggler rank
+(``--slow-rank``, default 1) sleeps ``--sleep-s`` (0.1 s) in every step, so the other
+ranks wait for it inside ``all_reduce``. The loop runs a FIXED number of steps on every
+rank: a time-bounded loop desynchronises the number of collectives and deadlocks.
+
+With ``--truth PREFIX`` each rank appends, about once a second, to ``PREFIX.rankN``:
+``{"wall", "elapsed_s", "steps", "allreduce_s", "sleep_s", "rank"}`` with cumulative
+seconds inside all_reduce and inside the deliberate sleep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from sattui.demo.trainer import SyntheticDataset, make_model
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sattui.demo.ddp_trainer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=250, help="steps per rank (identical on all ranks)")
+    p.add_argument("--slow-rank", type=int, default=1)
+    p.add_argument("--sleep-s", type=float, default=0.1, help="extra time the slow rank spends per step")
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--truth", default=None, help="append per-rank truth lines to PREFIX.rankN")
+    return p.parse_args(argv)
+
+
+def slow_down(seconds: float) -> None:
+    # The straggler's own bottleneck, a stand-in for slower data, a hotter card, or
+    # rank-0-only logging: time the other ranks spend waiting in all_reduce.
+    time.sleep(seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if "RANK" not in os.environ:
+        raise SystemExit("run me under torchrun (RANK/WORLD_SIZE unset)")
+    torch.set_num_threads(1)  # two ranks share two cores with sattui and py-spy
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)  # same initial weights on every rank, as DDP's broadcast would give
+    dim = 128
+    ds = SyntheticDataset(4096, dim, 0.0, 0.0)
+    model = make_model(dim, args.width, args.depth)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(rank)  # every rank sees its own shard of batches
+
+    truth = open(f"{args.truth}.rank{rank}", "a", buffering=1) if args.truth else None
+    allreduce_s = sleep_s = 0.0
+    t_start = time.perf_counter()
+    next_truth = 0.0
+
+    def write_truth(steps: int, **extra) -> None:
+        if truth is not None:
+            truth.write(json.dumps({"wall": time.time(), "elapsed_s": time.perf_counter() - t_start,
+                                    "steps": steps, "allreduce_s": allreduce_s, "sleep_s": sleep_s,
+                                    "rank": rank, **extra}) + "\n")
+
+    print(f"ddp rank {rank}/{world} pid {os.getpid()} steps {args.steps}", flush=True)
+    try:
+        for step in range(args.steps):
+            idx = torch.randint(0, len(ds), (args.batch,), generator=g)
+            x, y = ds.x[idx], ds.y[idx]
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            if rank == args.slow_rank:
+                t0 = time.perf_counter()
+                slow_down(args.sleep_s)
+                sleep_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for p in params:
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                p.grad /= world
+            allreduce_s += time.perf_counter() - t0
+            opt.step()
+            now = time.perf_counter()
+            if now - t_start >= next_truth:
+                write_truth(step + 1)
+                next_truth = now - t_start + 1.0
+        write_truth(args.steps, final=True)
+    finally:
+        if truth is not None:
+            truth.close()
+        dist.destroy_process_group()
+    elapsed = time.perf_counter() - t_start
+    print(f"ddp rank {rank} done: {args.steps} steps in {elapsed:.1f} s, all_reduce "
+          f"{allreduce_s / max(elapsed, 1e-9):.2f}, sleep {sleep_s / max(elapsed, 1e-9):.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("ddp trainer interrupted", flush=True)
+        raise SystemExit(130) from None
