@@ -314,10 +314,15 @@ def worker_respawn(w: Window, relax: float = 1.0) -> list[Finding]:
 
 def _excess(per: list[tuple[float, float]], total: tuple[float, float]) -> list[float]:
     """Per window (hit seconds, seen seconds): the hit time beyond the share seen outside
-    all windows (0 when too little is seen outside to tell)."""
+    all windows, or beyond the job's overall share when too little is seen outside to
+    tell (short epochs: the windows cover nearly the whole run, and a baseline of 0
+    charged every ordinary data wait to the restarts)."""
     out_hit = total[0] - sum(h for h, _ in per)
     out_seen = total[1] - sum(n for _, n in per)
-    base = out_hit / out_seen if out_seen >= 10.0 else 0.0
+    if out_seen >= 10.0:
+        base = out_hit / out_seen
+    else:
+        base = total[0] / total[1] if total[1] > 0 else 0.0
     return [max(0.0, h - base * n) for h, n in per]
 
 

@@ -263,4 +263,4 @@ def no_data(t: float, summary: str, evidence: dict[str, object] | None = None) -
     """no_data — too little data to judge (warm-up, too few samples, nothing conclusive)."""
     return Finding("no_data", "info", 0.0, summary, evidence or {},
                    "Record for longer (the advisor needs ≥ 10 s of warm-up, then ≥ 20 s of card samples or "
-                   "≥ 300 stack samples in its 30 s window).", t=t)
+                   "≥ 300 stack samples (or 20 s of them) in its 30 s window).", t=t)

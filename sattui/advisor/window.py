@@ -17,6 +17,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from dataclasses import replace
 from typing import Any
 
 from sattui.advisor.base import AdvisorContext
@@ -28,6 +29,9 @@ from sattui.timeline import Timeline
 # dur × rate samples).
 MIN_CARD_S = 20.0
 MIN_STACK_SAMPLES = 300
+# py-spy spans are at most a chunk long (2 s by default); look back this far for spans
+# that began before a window and run into it.
+SPAN_LOOKBACK_S = 10.0
 DEFAULT_STACK_RATE_HZ = 20.0
 
 # NVML clock-event reason bits (advisor-rules.md §1.5).
@@ -348,7 +352,14 @@ class Window:
 
     def stack(self, pid: int) -> StackStats | None:
         if pid not in self._stacks:
-            got = self.timeline.window("stack", pid, self.t0, self.t1)
+            # A span that began before the window but runs into it counts for the part
+            # inside: dropping it whole made a fully sampled window look short of evidence.
+            got = []
+            for s in self.timeline.window("stack", pid, self.t0 - SPAN_LOOKBACK_S, self.t1):
+                a, b = max(s.t, self.t0), min(s.t + s.dur, self.t1)
+                if b <= a:
+                    continue
+                got.append(s if (a, b) == (s.t, s.t + s.dur) else replace(s, t=a, dur=b - a))
             self._stacks[pid] = StackStats(pid, got) if got else None
         return self._stacks[pid]
 
@@ -484,7 +495,10 @@ class Window:
         if st is None:
             return False
         rate = self.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ
-        return st.total_s >= 0.95 * MIN_STACK_SAMPLES / rate
+        # 300 samples, or 20 s of sampled time when that is less: at the default 10 Hz,
+        # 300 samples would need the whole 30 s window and nothing would ever be judged
+        # on a window with one py-spy restart in it.
+        return st.total_s >= 0.95 * min(MIN_STACK_SAMPLES / rate, MIN_CARD_S)
 
     @cached_property
     def has_stacks(self) -> bool | None:
