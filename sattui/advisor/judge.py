@@ -2,7 +2,9 @@
 the live monitor would, then aggregate.
 
 * verdict: the headline that led most evaluations after the warm-up (ties: the higher
-  mean impact, then precedence);
+  mean impact, then precedence) — except that a problem at medium or higher that led at
+  least a third of them wins over ``healthy``/``no_data`` (long-window rules need
+  several episodes before they can fire);
 * findings: every (rule, card, rank) that fired, with its highest severity, its mean
   impact over the evaluations where it fired, and the summary and evidence of a
   representative evaluation (at that severity, impact nearest the mean);
@@ -152,7 +154,16 @@ class Judge:
             findings.append(d)
         findings.sort(key=lambda f: (-SEV_RANK[f["severity"]], -f["impact"], PRECEDENCE.get(f["rule"], 99)))
         if self.heads:
-            key = max(self.heads, key=lambda k: (self.heads[k], self.head_impact[k] / self.heads[k],
+            candidates = list(self.heads)
+            # A problem that led at least a third of the evaluations at medium or higher is
+            # not outvoted by "healthy"/"no_data": long-window rules (periodic stalls) need
+            # several episodes before they can fire, so the early evaluations could not see it.
+            problems = [k for k in candidates if k[0] not in ("healthy", "no_data")
+                        and self.heads[k] >= self.evaluations / 3
+                        and SEV_RANK[(self.aggs[k].best or self.aggs[k].first).severity] >= SEV_RANK["medium"]]
+            if problems:
+                candidates = problems
+            key = max(candidates, key=lambda k: (self.heads[k], self.head_impact[k] / self.heads[k],
                                                  -PRECEDENCE.get(k[0], 99)))
             agg = self.aggs[key]
             best = agg.best or agg.first

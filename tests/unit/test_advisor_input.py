@@ -39,8 +39,12 @@ def test_worker_cpu_bound():
     w = k.proc(201, "worker", 0.95, "R").window()
     (f,) = ri.worker_cpu_bound(w)
     assert f.severity == "high" and f.evidence["worker_cpu_median"] > 0.9
-    near = _gpu(TL()).main().stacks({"data_wait": 0.7, "forward": 0.3}).proc(201, "worker", 0.7, "R").window()
+    near = _gpu(TL()).main().stacks({"data_wait": 0.7, "forward": 0.3}).proc(201, "worker", 0.45, "R").window()
     assert ri.worker_cpu_bound(near) == []
+    # Always runnable but squeezed by a busy host: still CPU-bound.
+    loaded = _gpu(TL()).main().stacks({"data_wait": 0.7, "forward": 0.3}).proc(201, "worker", 0.68, "R").window()
+    (f,) = ri.worker_cpu_bound(loaded)
+    assert f.evidence["worker_state_R"] >= 0.9
     sleepy = _gpu(TL()).main().stacks({"data_wait": 0.7, "forward": 0.3}).proc(201, "worker", 0.95, "S").window()
     assert ri.worker_cpu_bound(sleepy) == []  # busy CPU but mostly not running: not this rule
 
