@@ -390,9 +390,12 @@ class Recorder:
             ended_by = engine.run(self.opts.duration_s)
         finally:
             try:
-                engine.shutdown(ended_by)
+                try:
+                    engine.shutdown(ended_by)
+                finally:
+                    writer.close()
             finally:
-                writer.close()
-            exit_code = engine.exit_code if engine.exit_code is not None else engine.stop_child()
+                # Even when the file fails (disk full): a trainer sattui started is not left behind.
+                exit_code = engine.exit_code if engine.exit_code is not None else engine.stop_child()
         return RecordResult(duration_s=self.clock(), records=writer.records_written,
                             trainer_exit_code=exit_code, ended_by=ended_by)
