@@ -80,7 +80,7 @@ def test_the_package_opens_no_network_listener():
 
 
 def test_the_detector_catches_what_it_forbids():
-    # Spelled in two parts so the project's own shell=True grep does not flag this test.
+    # Spelled in two parts so the project's own shell-flag grep does not flag this test.
     for bad in ('subprocess.run(cmd, shell' + '=True)', 'os.system("ls")', 'os.popen("ls")'):
         assert _SHELL.search(bad)
     for bad in ('s.bind(("0.0.0.0", 80))', "asyncio.start_server(h)", "s.listen(5)"):
