@@ -34,8 +34,10 @@ class Clock:
 class Ring(Generic[T]):
     """A fixed-capacity ring of samples ordered by time.
 
-    Appends must be in non-decreasing ``t``; an out-of-order sample is placed by
-    insertion (rare: py-spy chunks can overlap by a sample), which keeps queries right.
+    Appends are expected in non-decreasing ``t``; an out-of-order sample is placed by
+    insertion after any samples of the same time (py-spy chunks and card polls can
+    arrive late), which keeps queries right; one older than everything in a full ring
+    is dropped, as it would be the next one evicted.
     """
 
     __slots__ = ("capacity", "_items", "_times", "_start", "_len")
@@ -83,15 +85,25 @@ class Ring(Generic[T]):
             self._start = (self._start + 1) % self.capacity
 
     def _insert_sorted(self, t: float, item: T) -> None:
-        pairs = list(zip(self._iter_times(), self))
-        pos = self._bisect_left(t)
-        pairs.insert(pos, (t, item))
-        if len(pairs) > self.capacity:
-            pairs.pop(0)
-        self._start, self._len = 0, len(pairs)
-        for i, (ti, it) in enumerate(pairs):
-            self._times[i] = ti
-            self._items[i] = it
+        # Out-of-order samples land near the newest end (overlapping py-spy chunks, a
+        # late card poll), so shift only the samples after the insertion point: O(k) for
+        # k newer samples, not a rebuild of the whole ring per sample.
+        pos = self._bisect_right(t)
+        if self._len == self.capacity:
+            if pos == 0:
+                return  # older than everything kept: it would be the one evicted
+            self._start = (self._start + 1) % self.capacity  # evict the oldest
+            self._len -= 1
+            pos -= 1
+        items, times = self._items, self._times
+        for i in range(self._len, pos, -1):
+            dst, src = self._phys(i), self._phys(i - 1)
+            items[dst] = items[src]
+            times[dst] = times[src]
+        p = self._phys(pos)
+        items[p] = item
+        times[p] = t
+        self._len += 1
 
     def _iter_times(self) -> Iterator[float]:
         for i in range(self._len):
@@ -109,6 +121,16 @@ class Ring(Generic[T]):
                 lo = mid + 1
             else:
                 hi = mid
+        return lo
+
+    def _bisect_right(self, t: float) -> int:
+        lo, hi = 0, self._len
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if t < self.time_at(mid):
+                hi = mid
+            else:
+                lo = mid + 1
         return lo
 
     def window(self, t0: float, t1: float) -> list[T]:

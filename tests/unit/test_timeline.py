@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sattui.timeline import DEFAULT_HISTORY_S, Clock, Ring, Timeline
 
@@ -32,6 +34,55 @@ def test_ring_out_of_order_sample_is_placed_by_time():
     r.append(5.0, 5.0)
     r.append(0.5, 0.5)  # older than everything in a full ring: dropped as the oldest
     assert list(r) == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(cap=st.integers(1, 12), times=st.lists(st.integers(0, 30), max_size=60))
+def test_ring_matches_a_sorted_list_model_under_any_arrival_order(cap, times):
+    # Model: every sample ever appended, sorted stably by time, minus whatever a full
+    # ring had to evict -- the oldest at each moment.
+    r = Ring(cap)
+    model: list[tuple[float, int]] = []
+    for seq, t in enumerate(times):
+        r.append(float(t), seq)
+        i = len(model)
+        while i and model[i - 1][0] > t:
+            i -= 1
+        model.insert(i, (float(t), seq))
+        if len(model) > cap:
+            model.pop(0)
+    assert list(r) == [seq for _, seq in model]
+    assert [r.time_at(i) for i in range(len(r))] == [t for t, _ in model]
+    if model:
+        lo, hi = model[0][0], model[-1][0]
+        assert r.window(lo, hi + 1) == [seq for _, seq in model]
+
+
+class _CountingList(list):
+    writes = 0
+
+    def __setitem__(self, i, v):
+        type(self).writes += 1
+        super().__setitem__(i, v)
+
+
+def test_late_samples_cost_their_distance_from_the_end_not_the_ring_size():
+    # A 1 h stack ring (90 000 samples) fed by chunks that overlap by a sample: the old
+    # insert rebuilt the whole ring per late sample (a 3 MB recording took minutes).
+    # Counted in slot writes, not seconds, so the check holds on any machine.
+    r = Ring(90_000)
+    for i in range(90_000):
+        r.append(i * 0.05, i)
+    r._items = _CountingList(r._items)
+    _CountingList.writes = 0
+    for k in range(2_000):
+        t = 4500.0 + k * 0.05
+        r.append(t + 0.05, ("on time", k))
+        r.append(t + 0.025, ("late", k))  # late by one sample
+    assert len(r) == 90_000
+    assert r[-1] == ("on time", 1999) and r[-2] == ("late", 1999)
+    # one write per on-time sample, two per late one (shift the newest, place the late)
+    assert _CountingList.writes == 2_000 * 3
 
 
 def test_timeline_default_keeps_an_hour_at_default_rates():
