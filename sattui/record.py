@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from sattui import record_schema
 from sattui.errors import RecordingError, SattuiError
 from sattui.model import Frame, StackChunk, StackSample
 
@@ -176,6 +177,10 @@ class RecordingReader:
             self._f.close()
             raise RecordingError(f"{self.path}: line 1 is not a sattui header: not a sattui recording")
         fmt = obj["format"]
+        bad = record_schema.problem(obj) if fmt == FORMAT else None
+        if bad is not None:
+            self._f.close()
+            raise RecordingError(f"{self.path}: line 1: {bad}")
         if fmt != FORMAT:
             self._f.close()
             if fmt.startswith(FORMAT_FAMILY):
@@ -219,8 +224,11 @@ class RecordingReader:
             raise RecordingError(f"{self.path}: line {self._line_no}: unknown record kind {kind!r}")
         if obj["kind"] == "header":
             raise RecordingError(f"{self.path}: line {self._line_no}: a second header (two recordings joined?)")
-        if not isinstance(obj.get("t"), (int, float)):
+        if type(obj.get("t")) not in (int, float):
             raise RecordingError(f"{self.path}: line {self._line_no}: record without a time 't'")
+        bad = record_schema.problem(obj)
+        if bad is not None:
+            raise RecordingError(f"{self.path}: line {self._line_no}: {bad}")
         return obj
 
     def close(self) -> None:

@@ -196,9 +196,12 @@ class Engine:
         self._pending = []
         if tree is not None and not self.trainer_exited:
             procs, events = tree.sample()
-            # trainer_exited is written below, with the exit code when there is one.
-            out.extend(p.to_record() for p in procs)
+            # Events first: a pid reused within one tick gives proc_exited (the old process)
+            # and proc_started (the stranger) before the stranger's first proc record, so
+            # a reader can tell the two apart. trainer_exited is written below, with the
+            # exit code when there is one.
             out.extend(e.to_record() for e in events if e.type != "trainer_exited")
+            out.extend(p.to_record() for p in procs)
             self._start_samplers()
         self._drain(out)
         if tree is not None and not self.trainer_exited and (

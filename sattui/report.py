@@ -20,6 +20,7 @@ from sattui.record import RecordingReader
 REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
+MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
 
 _LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "<string>")
 
@@ -77,6 +78,7 @@ class _CardAgg:
     mem_used_max: int | None = None
     power_sum: float = 0.0
     power_n: int = 0
+    lost_at_s: float | None = None  # a card_lost event: its means cover only the time before
 
 
 class ReportBuilder:
@@ -86,6 +88,9 @@ class ReportBuilder:
         self.header = header
         self.t_max = 0.0
         self.procs: dict[int, _ProcAgg] = {}
+        # Processes whose pid a later process took (a reused pid): kept, so each has its row.
+        self.past_procs: list[_ProcAgg] = []
+        self._exited_pids: set[int] = set()
         self._last_proc_t: dict[int, float] = {}
         self._tick_workers: dict[float, int] = defaultdict(int)
         self.state_s: dict[str, float] = defaultdict(float)
@@ -111,11 +116,22 @@ class ReportBuilder:
         elif kind == "event":
             if len(self.events) < 1000:
                 self.events.append(rec)
+            if rec.get("type") == "proc_exited" and isinstance(rec.get("pid"), int):
+                self._exited_pids.add(rec["pid"])
+            if rec.get("type") in ("card_lost", "card_recovered") and isinstance(rec.get("card"), int):
+                agg = self.cards.setdefault(rec["card"], _CardAgg(rec["card"]))
+                agg.lost_at_s = t if rec["type"] == "card_lost" else None
 
     def _add_proc(self, rec: dict[str, Any], t: float) -> None:
         pid = int(rec["pid"])
         agg = self.procs.get(pid)
-        if agg is None or agg.name != rec.get("name") and t - agg.last_t > 5:
+        # A proc_exited event for this pid came first: whatever shows up under the pid now
+        # is another process (the recorder writes a tick's events before its proc records).
+        reused = pid in self._exited_pids or (agg is not None and agg.name != rec.get("name") and t - agg.last_t > 5)
+        if agg is not None and reused and len(self.past_procs) < MAX_PAST_PROCS:
+            self.past_procs.append(agg)
+        self._exited_pids.discard(pid)
+        if agg is None or reused:
             agg = self.procs[pid] = _ProcAgg(pid, rec.get("ppid"), rec.get("role", "other"), rec.get("rank"),
                                              rec.get("name") or "?", t, t)
         agg.role = rec.get("role", agg.role)
@@ -244,6 +260,7 @@ class ReportBuilder:
                 "mem_used_max": agg.mem_used_max,
                 "power_mean_w": round(agg.power_sum / agg.power_n, 2) if agg.power_n else None,
                 **({"simulated": True} if info.get("simulated") else {}),
+                **({"lost_at_s": round(agg.lost_at_s, 2)} if agg.lost_at_s is not None else {}),
             })
         return {
             "format": REPORT_FORMAT,
@@ -252,7 +269,8 @@ class ReportBuilder:
             "host": h.get("host"),
             "trainer": trainer,
             "cards": cards,
-            "processes": [self._proc_dict(p) for p in sorted(self.procs.values(), key=lambda p: (p.first_t, p.pid))],
+            "processes": [self._proc_dict(p) for p in sorted([*self.past_procs, *self.procs.values()],
+                                                             key=lambda p: (p.first_t, p.pid))],
             "top_stacks": self.top_stacks() if trainer else [],
             "events": [{k: v for k, v in e.items() if k != "kind"} for e in self.events],
         }
@@ -411,8 +429,9 @@ def format_text(rep: dict[str, Any]) -> str:
         e = etas.get(c["card"])
         if e and e.get("eta") is not None:
             extra += f", η {e['eta']:.2f} ({e['method']})"
+        lost = f", LOST at {c['lost_at_s']:.1f} s" if c.get("lost_at_s") is not None else ""
         lines.append(f"card {c['card']}{sim}  {c.get('name') or '?'}: util mean {util}{extra}, "
-                     f"mem max {_fmt_bytes(c['mem_used_max'])}")
+                     f"mem max {_fmt_bytes(c['mem_used_max'])}{lost}")
     lines += _finding_lines(rep)
     procs = rep.get("processes") or []
     if procs:

@@ -42,6 +42,7 @@ from tests.vendor_tools import install_tool, isolate_path
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "vendors"
 NVML_SHIM = REPO / "tests" / "fixtures" / "pynvml_shim"
+NVML_SHIM_FAULTS = REPO / "tests" / "fixtures" / "pynvml_shim_faults"  # cards failing mid-run
 NO_PYNVML = NVML_SHIM / "absent"  # hides a real nvidia-ml-py (auto must reach the fake tool)
 MiB = 1 << 20
 DURATION = 3
@@ -65,6 +66,7 @@ XPU_DISCOVERY_D = FIX / "intel" / "xpu-smi-discovery-d0_detail.txt"
 XPU_STATS = FIX / "intel" / "xpu-smi-stats-d0_blank-fields.txt"
 
 GARBAGE = "\x00\x01 totally not a table {[ ]\n"
+NVML_FAULTS_DURATION = 5
 
 
 # -- the fake tools, one function per vendor (tmp dir, monkeypatch) ---------------------------
@@ -250,6 +252,8 @@ FAULTY_TOOLS = _all(_hung("rocm-smi", MI100), _garbage("hy-smi"), _cnmon)
 CASES: dict[str, Case] = {
     **{f"record-{v}": Case(_record(b), setup) for v, (b, setup) in VENDORS.items()},
     "record-nvml": Case(_record("nvml"), _no_tools, (NVML_SHIM, REPO)),
+    "record-nvml-faults": Case(["record", "--backend", "nvml", "--duration", str(NVML_FAULTS_DURATION), "-o", "{out}"],
+                               _no_tools, (NVML_SHIM_FAULTS, REPO)),
     "auto-one-tool": Case(_record("auto"), _xpu_smi_intel, (NO_PYNVML,)),
     "auto-past-hung-and-garbage": Case(_record("auto"), FAULTY_TOOLS, (NO_PYNVML,)),
     # mthreads-gmi: discovery and the first sample answer, the second sample hangs.
@@ -484,6 +488,59 @@ def test_record_nvml_through_the_fake_library(runs):
     for rec in by[1]:
         assert {k: rec[k] for k in NVML_A100} == NVML_A100, rec["t"]
     assert res.events("backend_failing") == []
+
+
+def _nvml_fault_schedule() -> tuple[float, float, float]:
+    """(UNKNOWN_FROM_S, UNKNOWN_TO_S, LOSE_CARD1_AT_S) from the shim's source, not imported
+    (importing it would replace this process's pynvml)."""
+    text = (NVML_SHIM_FAULTS / "pynvml.py").read_text()
+    vals = {}
+    for name in ("UNKNOWN_FROM_S", "UNKNOWN_TO_S", "LOSE_CARD1_AT_S"):
+        (line,) = [ln for ln in text.splitlines() if ln.startswith(f"{name} = ")]
+        vals[name] = float(line.split("=", 1)[1])
+    return vals["UNKNOWN_FROM_S"], vals["UNKNOWN_TO_S"], vals["LOSE_CARD1_AT_S"]
+
+
+def test_nvml_errors_mid_run_through_the_real_cli(runs):
+    """NVML failing in a real ``sattui record`` (the faults shim: H200 power NOT_SUPPORTED
+    throughout, H200 utilization UNKNOWN for 1.5 s, the A100 lost at 2.5 s): power is None
+    and never 0, utilization is None only while NVML says UNKNOWN and then comes back, the
+    lost card gives one card_lost event and no record after it while the H200 goes on to
+    the end, and the report marks the lost card."""
+    unknown_from, unknown_to, lose_at = _nvml_fault_schedule()
+    res = runs["record-nvml-faults"]
+    _ok(res)
+    assert res.header["backend"] == "nvml"
+    by = res.cards()
+    h200, a100 = by[0], by[1]
+    # The session clock starts a little after the shim's (imported first): allow 1 s.
+    assert all(r["power_w"] is None for r in h200), "NOT_SUPPORTED power must be None, never 0"
+    assert all(r["power_limit_w"] == 700.0 for r in h200)  # other power fields still read
+    utils = [r["util"] for r in h200]
+    assert utils[0] is not None and utils[-1] is not None
+    gaps = [i for i, u in enumerate(utils) if u is None]
+    assert gaps, "UNKNOWN never reached a record"
+    assert gaps == list(range(gaps[0], gaps[-1] + 1)), f"None only in one stretch: {utils}"
+    gap_t = [h200[i]["t"] for i in gaps]
+    assert unknown_from - 1.0 <= gap_t[0] and gap_t[-1] <= unknown_to + 0.1, gap_t
+    assert {u for u in utils if u is not None} == {98.0}  # the H200's fake value, unchanged
+    (lost,) = res.events("card_lost")
+    assert lost["card"] == 1 and lose_at - 1.0 <= lost["t"] <= lose_at + 1.0, lost
+    assert len(a100) >= 3 and all(r["t"] < lost["t"] for r in a100)
+    assert all({k: r[k] for k in NVML_A100} == NVML_A100 for r in a100)
+    assert h200[-1]["t"] >= NVML_FAULTS_DURATION - 1.0, "the H200 stopped with the A100"
+    assert res.events("backend_failing") == []  # a lost card is not a failing backend
+
+    rep = subprocess.run([sys.executable, "-m", "sattui", "report", str(res.out), "--json"], capture_output=True,
+                         text=True, cwd=REPO, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    cards = {c["card"]: c for c in json.loads(rep.stdout)["cards"]}
+    assert cards[1]["lost_at_s"] == round(lost["t"], 2) and "lost_at_s" not in cards[0]
+    assert cards[0]["power_mean_w"] is None and cards[0]["util_mean"] == 98.0
+    text = subprocess.run([sys.executable, "-m", "sattui", "report", str(res.out)], capture_output=True,
+                          text=True, cwd=REPO, timeout=60).stdout
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("card 1 ")]
+    assert f"LOST at {lost['t']:.1f} s" in line
 
 
 def test_auto_picks_the_one_fake_tool(runs, real_here):

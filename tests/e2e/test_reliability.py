@@ -426,3 +426,211 @@ def test_disk_full_stops_a_trainer_sattui_started_itself(tiny_tmpfs):
     for p in left:
         p.kill()
     assert left == []
+
+
+# -- row 3: a misbehaving vendor tool leaves no zombie and no orphan -------------------------
+
+GMI_S80 = REPO / "tests" / "fixtures" / "vendors" / "moorethreads" / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-procs.txt"
+
+# A fake mthreads-gmi that goes through every kind of bad day, one per call: call 3 hangs
+# with a grandchild holding its stdout (the worst case for a reaper: the child's exit
+# alone does not close the pipe), 4 crashes, 5 prints garbage, 6 answers slowly but
+# within the timeout; every other call answers like the real S80 capture.
+_BAD_DAY_TOOL = '''#!{python}
+import os, subprocess, sys, time
+with open({counter!r}, "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+with open({counter!r}) as f:
+    n = sum(1 for _ in f)
+if n == 3:
+    subprocess.Popen([{python!r}, "-c", "import time; time.sleep(60)", {marker!r}])
+    time.sleep(60)
+elif n == 4:
+    sys.stderr.write("mthreads-gmi: Segmentation fault\\n")
+    os._exit(139)
+elif n == 5:
+    sys.stdout.write("\\x00\\x01 not a table {{[ ]\\n")
+else:
+    if n == 6:
+        time.sleep(2.0)
+    with open({fixture!r}, "rb") as f:
+        sys.stdout.buffer.write(f.read())
+'''
+
+
+def _procs_mentioning(marker: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in a for a in p.info["cmdline"] or []):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_hung_crashing_garbage_and_slow_tool_leave_no_zombie_or_orphan(spinner, tmp_path):
+    """A whole ``sattui record`` (py-spy on a trainer, cards from a tool that hangs,
+    crashes, prints garbage and dawdles in turn): while it runs, no child of sattui stays
+    a zombie; afterwards no process it started (tool, the tool's grandchild, py-spy) is
+    left, and the cards came back after each fault."""
+    marker = f"sattui-bad-day-{secrets.token_hex(4)}"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "mthreads-gmi"
+    counter = tmp_path / "calls"
+    tool.write_text(_BAD_DAY_TOOL.format(python=sys.executable, counter=str(counter), marker=marker,
+                                         fixture=str(GMI_S80)))
+    tool.chmod(0o755)
+    trainer = spinner()
+    out = tmp_path / "run.jsonl"
+    env = {**os.environ, "PATH": os.pathsep.join([str(bindir), os.environ["PATH"]])}
+    proc = _popen_record("--pid", str(trainer.pid), "--backend", "mthreads", "--duration", "14",
+                         "-o", str(out), env=env)
+    me = psutil.Process(proc.pid)
+    zombie_seen: dict[int, float] = {}  # pid -> first time seen as a zombie
+    longest_zombie_s = 0.0
+    while proc.poll() is None:
+        now = time.monotonic()
+        try:
+            kids = me.children(recursive=True)
+        except psutil.Error:
+            break
+        for k in kids:
+            try:
+                if k.status() == psutil.STATUS_ZOMBIE:
+                    first = zombie_seen.setdefault(k.pid, now)
+                    longest_zombie_s = max(longest_zombie_s, now - first)
+            except psutil.Error:
+                pass
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    # A child may be a zombie for the moment between its exit and the wait() that reaps
+    # it; one that stays so for more than a second is leaked.
+    assert longest_zombie_s < 1.0, f"a child of sattui stayed a zombie {longest_zombie_s:.1f} s: {zombie_seen}"
+
+    tool_pids = [int(x) for x in counter.read_text().split()]
+    assert len(tool_pids) >= 7, f"the tool ran only {len(tool_pids)} times; every fault must have been met"
+    deadline = time.monotonic() + 5
+    while (left := _procs_mentioning(marker) + _procs_mentioning(str(tool)) + _py_spy_on(trainer.pid)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # Each tool run is `python <tool path>`, so this sweep finds any left of the seven too.
+    assert not left, [(p.pid, p.cmdline()) for p in left if p.is_running()]
+
+    recs, warnings = _records(out)
+    assert not warnings
+    fails = [r for r in recs if r["kind"] == "event" and r["type"] == "backend_failing"]
+    recovered = [r for r in recs if r["kind"] == "event" and r["type"] == "backend_recovered"]
+    cards = [r for r in recs if r["kind"] == "card"]
+    assert any("did not answer" in e["message"] for e in fails), fails
+    assert recovered, "the cards never came back after the faults"
+    assert any(c["t"] > recovered[-1]["t"] for c in cards), "no card record after the tool recovered"
+    assert all(c["util"] == 0.0 and c["temp_c"] == 41.0 for c in cards)  # the S80 capture, never made up
+    assert [r for r in recs if r["kind"] == "proc" and r["pid"] == trainer.pid], "the trainer went unrecorded"
+    assert recs[-1]["kind"] == "event" and recs[-1]["type"] == "recording_ended"
+
+
+# -- row 6: a pid taken again by another process -------------------------------------------
+
+# A trainer whose DataLoader-like worker dies and whose pid goes, between two of sattui's
+# ticks, to a new child that is not a worker (``sleep``): real pid reuse, forced through
+# /proc/sys/kernel/ns_last_pid (root) so it does not take 4 million forks.
+_REUSE_TRAINER = '''
+import os, sys, time
+def worker():
+    pid = os.fork()
+    if pid == 0:
+        with open("/proc/self/comm", "w") as f:
+            f.write("pt_data_worker")
+        while True:
+            sum(range(10000))
+    return pid
+def stranger():
+    # Not a fork of the trainer that stays one (that is how older torch's workers look):
+    # it execs another program, as a launcher's helper or a shell-out would.
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/sleep", ["sleep", "60"])
+    return pid
+w = worker()
+print(w, flush=True)
+sys.stdin.readline()
+os.kill(w, 9)
+os.waitpid(w, 0)
+got = None
+for attempt in range(100):
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(w - 1))
+    p = stranger()
+    if p == w:
+        got = p
+        break
+    os.kill(p, 9)
+    os.waitpid(p, 0)
+print(got, flush=True)
+sys.stdin.readline()
+'''
+
+
+def _can_set_next_pid() -> bool:
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(open("/proc/sys/kernel/ns_last_pid").read().strip())
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not IS_ROOT or not _can_set_next_pid(), reason="needs root to set ns_last_pid")
+def test_a_reused_pid_is_a_new_process_not_the_old_one_continued(tmp_path):
+    trainer = subprocess.Popen([sys.executable, "-c", _REUSE_TRAINER], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    out = tmp_path / "run.jsonl"
+    try:
+        worker_pid = int(trainer.stdout.readline())
+        rec = _popen_record("--pid", str(trainer.pid), "--duration", "7", "-o", str(out))
+        _wait_lines(out, 8)  # the header and a few ticks with the worker in them
+        time.sleep(2.5)  # the worker builds up CPU time (the stranger must not inherit it)
+        trainer.stdin.write("reuse\n")
+        trainer.stdin.flush()
+        got = trainer.stdout.readline().strip()
+        if got == "None":
+            pytest.skip("another process took the pid first 100 times")
+        assert int(got) == worker_pid
+        _, stderr = rec.communicate(timeout=60)
+        assert rec.returncode == 0, stderr
+    finally:
+        for p in psutil.Process(trainer.pid).children():
+            p.kill()
+        trainer.kill()
+        trainer.wait()
+
+    recs, warnings = _records(out)
+    assert not warnings
+    mine = [r for r in recs if r.get("pid") == worker_pid and r["kind"] in ("proc", "event")]
+    procs = [r for r in mine if r["kind"] == "proc"]
+    olds = [r for r in procs if r["name"] == "pt_data_worker"]
+    news = [r for r in procs if r["name"] == "sleep"]
+    assert len(olds) >= 3 and len(news) >= 2, [(r["t"], r["name"]) for r in procs]
+    assert all(r["role"] == "worker" for r in olds)
+    assert all(r["role"] == "other" for r in news), "the stranger inherited the worker's role"
+    assert max(r["t"] for r in olds) < min(r["t"] for r in news)
+    # Its first sample has no CPU figure: the old worker's CPU counter is not its baseline.
+    assert news[0]["cpu"] is None
+    assert all(r["cpu"] is None or r["cpu"] < 0.3 for r in news)
+    assert max(r["cpu"] or 0 for r in olds) > 0.5
+    # The tick that saw the change says so, before the stranger's first record.
+    types = [(r["kind"], r.get("type"), r.get("name")) for r in mine]
+    first_new = types.index(("proc", None, "sleep"))
+    assert ("event", "proc_exited", None) in types[:first_new] and ("event", "proc_started", None) in types[:first_new]
+
+    r = run_sattui("report", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [p for p in json.loads(r.stdout)["processes"] if p["pid"] == worker_pid]
+    assert sorted((p["role"], p["name"]) for p in rows) == [("other", "sleep"), ("worker", "pt_data_worker")]
+    worker_row = next(p for p in rows if p["role"] == "worker")
+    stranger_row = next(p for p in rows if p["role"] == "other")
+    assert worker_row["cpu_mean"] > 0.5 and stranger_row["cpu_mean"] < 0.3

@@ -1,0 +1,134 @@
+"""Field types of the recording format (docs/format.md), checked as each line is read.
+
+A line of the right ``kind`` but with, say, a string ``cpu`` or a ``samples`` entry that
+points past ``stacks`` is damage or a foreign writer: it must stop the reader with an
+error naming the line and the field, not a ``TypeError`` deep inside the report or the
+replay. Fields not listed here are free (a reader ignores fields it does not know).
+
+The checks cost a few ``type()`` calls per field, which the 2 GB figure in README was
+measured with (``bench/scale.py --big``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], bool]
+
+
+def _num(v: Any) -> bool:
+    return type(v) is int or type(v) is float  # not bool: True is not a time or a rate
+
+
+def _int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _nullable(check: Check) -> Check:
+    def ok(v: Any) -> bool:
+        return v is None or check(v)
+    ok.__name__ = f"{check.__name__} or null"
+    return ok
+
+
+def _list_of(check: Check) -> Check:
+    def ok(v: Any) -> bool:
+        return type(v) is list and all(check(x) for x in v)
+    ok.__name__ = f"list of {check.__name__}"
+    return ok
+
+
+def _dict_of(check: Check) -> Check:
+    def ok(v: Any) -> bool:
+        return type(v) is dict and all(check(x) for x in v.values())
+    ok.__name__ = f"object of {check.__name__}"
+    return ok
+
+
+def _card_info(v: Any) -> bool:
+    return type(v) is dict and _int(v.get("card"))
+
+
+_num.__name__, _int.__name__, _str.__name__, _card_info.__name__ = "number", "int", "string", "card object"
+_NUM, _INT, _STR = _nullable(_num), _nullable(_int), _nullable(_str)
+
+# kind -> {field: (check, required)}
+_FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
+    "header": {
+        "started_at": (_STR, False), "host": (_STR, False), "pid": (_INT, False),
+        "cmdline": (_nullable(_list_of(_str)), False), "backend": (_STR, False),
+        "cards": (_list_of(_card_info), False), "env": (_nullable(_dict_of(_str)), False),
+        "nspid": (_nullable(_list_of(_int)), False), "launcher": (_STR, False),
+        "interval_s": (_NUM, False), "stack_rate_hz": (_NUM, False), "cpu_usable": (_INT, False),
+    },
+    "proc": {
+        "pid": (_int, True), "ppid": (_INT, False), "role": (_STR, False), "rank": (_INT, False),
+        "name": (_STR, False), "cpu": (_NUM, False), "state": (_STR, False), "rss": (_INT, False),
+        "read_Bps": (_NUM, False), "write_Bps": (_NUM, False), "threads": (_INT, False), "nspid": (_INT, False),
+    },
+    "card": {
+        "card": (_int, True), "util": (_NUM, False), "sm_active": (_NUM, False), "sm_occupancy": (_NUM, False),
+        "tensor_active": (_NUM, False), "dram_active": (_NUM, False), "mem_used": (_INT, False),
+        "mem_total": (_INT, False), "power_w": (_NUM, False), "power_limit_w": (_NUM, False),
+        "temp_c": (_NUM, False), "sm_clock_mhz": (_NUM, False), "sm_clock_max_mhz": (_NUM, False),
+        "clock_reasons": (_INT, False), "pcie_rx_Bps": (_NUM, False), "pcie_tx_Bps": (_NUM, False),
+        "pcie_gen": (_INT, False), "pcie_width": (_INT, False), "procs": (_nullable(_dict_of(_INT)), False),
+    },
+    "event": {
+        "type": (_str, True), "message": (_STR, False), "pid": (_INT, False), "card": (_INT, False),
+        "exit_code": (_INT, False), "role": (_STR, False), "ended_by": (_STR, False), "backend": (_STR, False),
+    },
+    "finding": {
+        "rule": (_str, True), "severity": (_str, True), "impact": (_NUM, False), "summary": (_STR, False),
+        "card": (_INT, False), "rank": (_INT, False), "evidence": (_nullable(_dict_of(lambda v: True)), False),
+        "fix": (_STR, False),
+    },
+    "stacks": {
+        "t_end": (_num, True), "pid": (_int, True), "rate_hz": (_NUM, False), "errors": (_INT, False),
+        "threads": (_nullable(_dict_of(_STR)), False), "frames": (_list_of(lambda v: type(v) is list), True),
+        "stacks": (_list_of(lambda v: type(v) is list), True), "samples": (_list_of(lambda v: type(v) is list), True),
+    },
+}
+
+
+def _what(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def problem(rec: dict[str, Any]) -> str | None:
+    """What is wrong with one record's fields (``kind`` already known), or None."""
+    kind = rec["kind"]
+    for name, (check, required) in _FIELDS[kind].items():
+        if name not in rec:
+            if required:
+                return f"{kind} record without {name!r}"
+            continue
+        v = rec[name]
+        if not check(v):
+            return f"{kind} record: {name!r} is {_what(v)}, not {check.__name__}"
+    if kind == "stacks":
+        return _stacks_problem(rec)
+    return None
+
+
+def _stacks_problem(rec: dict[str, Any]) -> str | None:
+    # The report and the replay index frames by stack and stacks by sample.
+    frames, stacks = rec["frames"], rec["stacks"]
+    for f in frames:
+        if len(f) != 3 or not _str(f[0]) or not _str(f[1]) or not (f[2] is None or _int(f[2])):
+            return "stacks record: a frame is not [function, filename, line]"
+    n_frames, n_stacks = len(frames), len(stacks)
+    for s in stacks:
+        for i in s:
+            if not _int(i) or not 0 <= i < n_frames:
+                return "stacks record: a stack points outside 'frames'"
+    for smp in rec["samples"]:
+        if (len(smp) != 5 or not _num(smp[0]) or not _num(smp[1]) or not _int(smp[2])
+                or not _int(smp[3]) or not 0 <= smp[3] < n_stacks or not (smp[4] is None or _str(smp[4]))):
+            return "stacks record: a sample is not [t, dur, tid, stack, state]"
+    return None
