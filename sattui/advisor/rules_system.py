@@ -98,7 +98,7 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
     # the most workers alive at once: count, at each worker's first sample, those alive
     spans = [(p.first_t, p.last_t) for p in w.workers]
     n = max((sum(1 for a, b in spans if a <= t <= b) for t, _ in spans), default=0)
-    busy = sum(p.cpu or 0.0 for p in w.procs.values())
+    busy = _tree_busy_cores(w)
     if n > usable:
         sev, why = "medium", f"{n} DataLoader workers for {usable} usable CPUs"
     elif busy >= 0.95 * relax * usable:
@@ -107,6 +107,23 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
         return []
     ev = {"workers": n, "cpus_usable": usable, "cpu_busy_cores": round(busy, 2)}
     return [Finding("cpu_contention", sev, 0.0, f"CPU oversubscribed: {why}", ev, FIX_CONTENTION)]
+
+
+def _tree_busy_cores(w: Window) -> float:
+    """Mean over the window's ticks of the CPU the whole tree used at that tick.
+
+    Summing each process's own mean would count workers of successive epochs (each alive
+    for part of the window) as if they ran side by side. The pin-memory thread is a
+    thread of the main process: its CPU is already in the main process's.
+    """
+    per_tick: dict[float, float] = {}
+    for p in w.procs.values():
+        if p.role == "pin":
+            continue
+        for s in p.samples:
+            if s.cpu is not None:
+                per_tick[s.t] = per_tick.get(s.t, 0.0) + s.cpu
+    return sum(per_tick.values()) / len(per_tick) if per_tick else 0.0
 
 
 def card_in_use(w: Window, cs: CardStats) -> bool:

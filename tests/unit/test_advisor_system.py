@@ -38,6 +38,18 @@ def test_cpu_contention():
     assert rs.cpu_contention(k.window(ctx(cpu_count=2, cpu_count_known=False))) == []
 
 
+def test_cpu_contention_counts_successive_worker_generations_once():
+    # Two workers at a time, respawned every 10 s (no persistent_workers): six worker
+    # pids in the window, never more than two alive; the tree uses 0.5 + 2 x 0.95 cores.
+    k = TL().main(cpu=0.5)
+    for gen, (t0, t1) in enumerate(((0.0, 20.0), (20.0, 40.0), (40.0, 60.0))):
+        k.proc(300 + gen, "worker", 0.95, t0=t0, t1=t1).proc(310 + gen, "worker", 0.95, t0=t0, t1=t1)
+    k.proc(PID + 1, "pin", 0.3)  # a thread of the main process: in its CPU already
+    assert rs.cpu_contention(k.window(ctx(cpu_count=3))) == []  # 2.4 of 3 cores
+    (f,) = rs.cpu_contention(k.window(ctx(cpu_count=2)))
+    assert f.severity == "low" and f.evidence["workers"] == 2 and f.evidence["cpu_busy_cores"] == 2.4
+
+
 def test_debug_settings():
     w = TL().cards(util=40.0).main().window(ctx(env={"CUDA_LAUNCH_BLOCKING": "1"}))
     (f,) = rs.debug_settings(w)
