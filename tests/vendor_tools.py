@@ -11,16 +11,30 @@ fixture captured from a real machine. ``install_tool`` writes one.
 
 Each call appends the tool's argv (one JSON list a line) to ``<script>.calls`` so a test
 can check the argument lists and how often the tool ran (``calls(path)``).
+
+The failures every text-tool backend must survive are written once here and called
+from each vendor's test file, so a failing test still names the vendor:
+``assert_hung_tool_times_out``, ``assert_crash_is_tool_error``,
+``assert_unreadable_output`` and ``parser_fuzz_tests`` (hypothesis properties).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sattui.vendors.base import Backend, ParseError, ToolError
 
 _SCRIPT = '''#!{python}
 # Fake {name!r} written by tests/vendor_tools.py.
@@ -136,3 +150,126 @@ def isolate_path(tmp_path: Path, monkeypatch) -> None:
     empty = Path(tmp_path) / "empty-path"
     empty.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("PATH", str(empty))
+
+
+# -- failures every text-tool backend must survive ---------------------------------------
+
+NewBackend = Callable[..., Backend]  # the test file's ``_backend(timeout_s=...)``
+
+
+def _install_isolated(tmp_path: Path, monkeypatch, tool: str, output: str | os.PathLike[str] | None,
+                      **behaviour: Any) -> Path:
+    # PATH holds only the fake: a real tool on a developer machine must not answer instead.
+    isolate_path(tmp_path, monkeypatch)
+    if isinstance(output, os.PathLike):
+        return install_tool(tmp_path, monkeypatch, tool, stdout_file=output, **behaviour)
+    return install_tool(tmp_path, monkeypatch, tool, stdout_text=output, **behaviour)
+
+
+def assert_hung_tool_times_out(tmp_path: Path, monkeypatch, tool: str, new_backend: NewBackend,
+                               output: str | os.PathLike[str]) -> None:
+    """A tool that hangs (30 s) before printing ``output``: discovery with a 0.5 s
+    timeout is a ``ToolError`` naming the tool and the timeout, raised well before the
+    tool would have answered (it is killed, not waited for)."""
+    _install_isolated(tmp_path, monkeypatch, tool, output, sleep_s=30)
+    t0 = time.monotonic()
+    with pytest.raises(ToolError, match=re.escape(f"{tool} did not answer within 0.5 s")):
+        new_backend(timeout_s=0.5).discover()
+    assert time.monotonic() - t0 < 5
+
+
+def assert_crash_is_tool_error(tmp_path: Path, monkeypatch, tool: str, new_backend: NewBackend, *,
+                               exit_code: int, stderr_text: str) -> None:
+    """A tool that prints ``stderr_text`` and exits ``exit_code``: discovery is a
+    ``ToolError`` quoting the exit code and the first line the tool printed."""
+    _install_isolated(tmp_path, monkeypatch, tool, None, exit_code=exit_code, stderr_text=stderr_text)
+    first_line = stderr_text.strip().splitlines()[0]
+    with pytest.raises(ToolError, match=re.escape(f"{tool} exited {exit_code}: {first_line}")):
+        new_backend().discover()
+
+
+def assert_unreadable_output(tmp_path: Path, monkeypatch, tool: str, new_backend: NewBackend,
+                             output: str | os.PathLike[str], error_starts: str, *,
+                             by_args: Mapping[str, str | os.PathLike[str]] | None = None) -> None:
+    """A tool that prints ``output`` (and answers ``by_args``, say its version):
+    discovery is a one-line ``ParseError`` starting ``error_starts`` (tool, version,
+    what was not found), never readings guessed from it."""
+    _install_isolated(tmp_path, monkeypatch, tool, output, by_args=by_args)
+    with pytest.raises(ParseError) as ei:
+        new_backend().discover()
+    msg = str(ei.value)
+    assert msg.startswith(error_starts), msg
+    assert "\n" not in msg
+
+
+# -- properties of a pure parser ---------------------------------------------------------
+
+# What a character of a fixture is replaced with: the table's own punctuation, "no
+# value" markers, a number too long for any field, a line break.
+REPLACEMENTS = ("", "|", "/", "-", " ", "N/A", "9" * 30, "\n", "x", "%")
+
+
+class ParserFuzzTests(NamedTuple):
+    """Hypothesis tests; a test file assigns each to a ``test_*`` name of its own."""
+
+    arbitrary_text: Callable[..., None]
+    truncated: Callable[..., None]
+    lines_dropped_or_doubled: Callable[..., None]
+    characters_replaced: Callable[..., None]
+
+
+def parser_fuzz_tests(parse: Callable[[str], dict[int, Any]], texts: Sequence[str], *,
+                      never_raise: Sequence[Callable[[str], object]] = (),
+                      replacements: Sequence[str] = REPLACEMENTS) -> ParserFuzzTests:
+    """Tests that ``parse`` of any text, and of ``texts`` cut, with lines dropped or
+    doubled, or characters replaced, either returns readings (a dict, utilisation in
+    0–100 or unknown) or raises ``ParseError``: no other exception, no guessed
+    percentage. Each of ``never_raise`` (a version regex, a tool identifier) must not
+    raise at all on the same text."""
+
+    def only_parse_errors(text: str) -> None:
+        for fn in never_raise:
+            fn(text)
+        try:
+            out = parse(text)
+        except ParseError:
+            return
+        assert isinstance(out, dict)
+        for r in out.values():
+            assert r.util is None or 0.0 <= r.util <= 100.0
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400))
+    def arbitrary_text(text: str) -> None:
+        only_parse_errors(text)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(texts), st.floats(0, 1))
+    def truncated(text: str, frac: float) -> None:
+        only_parse_errors(text[: int(len(text) * frac)])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(texts), st.data())
+    def lines_dropped_or_doubled(text: str, data: st.DataObject) -> None:
+        lines = text.splitlines(keepends=True)
+        drop = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=6))
+        dup = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=3))
+        out = []
+        for i, ln in enumerate(lines):
+            if i not in drop:
+                out.append(ln)
+                if i in dup:
+                    out.append(ln)
+        only_parse_errors("".join(out))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sampled_from(texts), st.data())
+    def characters_replaced(text: str, data: st.DataObject) -> None:
+        pos = data.draw(st.lists(st.integers(0, len(text) - 1), max_size=8))
+        repl = data.draw(st.sampled_from(list(replacements)))
+        chars = list(text)
+        for p in pos:
+            chars[p] = repl
+        only_parse_errors("".join(chars))
+
+    return ParserFuzzTests(arbitrary_text, truncated, lines_dropped_or_doubled, characters_replaced)

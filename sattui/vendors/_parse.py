@@ -8,7 +8,8 @@ neither a known "no value" marker nor a number raises ``ParseError`` (via
 
 Also here: ``CardReading`` (what a pure parser returns), ``Tool`` (run a tool and turn
 any parse failure into one line naming the tool and its version), ``Presence`` (card
-lost / back events) and ``extract_json`` (JSON with banners around it).
+lost / back events), ``extract_json`` (JSON with banners around it) and
+``ToolBackend`` (the state and bookkeeping of a backend over one ``Tool``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import json
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.model import CardInfo, CardSample, Event
-from sattui.vendors.base import DEFAULT_TOOL_TIMEOUT_S, BackendError, ParseError, run_tool
+from sattui.vendors.base import DEFAULT_TOOL_TIMEOUT_S, Backend, BackendError, ParseError, run_tool
 
 # What tools print for "no value". Compared lower-cased and stripped.
 NA_MARKERS = frozenset({
@@ -435,3 +437,57 @@ class Tool:
     def run_parse(self, args: Sequence[str], fn: Callable[..., Any], *extra: Any) -> Any:
         text = self.run(*args)
         return self.parse(fn, text, " ".join(args) or "(no arguments)", *extra)
+
+
+class ToolBackend(Backend):
+    """A backend over one ``Tool`` whose reading ``mode`` (which command, which parser)
+    discovery picks: what rocm, hygon and intel share. Subclasses find the tool, set
+    ``tool`` and ``mode`` (``_read_json_else_text`` picks between a JSON and a text
+    view), and end discovery with ``_remember_cards`` and each sample with ``_samples_of``.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
+                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
+        super().__init__(clock)
+        self.timeout_s = timeout_s
+        self.tool: Tool | None = None
+        self.mode: str | None = None
+        self.cards: dict[int, CardInfo] = {}
+        self._presence = Presence(self.name, clock)
+
+    @property
+    def version(self) -> str | None:
+        return self.tool.version if self.tool else None
+
+    def _read_json_else_text(self, *, json_mode: str, read_json: Callable[[], dict[int, CardReading]],
+                             text_mode: str, read_text: Callable[[], dict[int, CardReading]],
+                             text_view: str) -> dict[int, CardReading]:
+        """``read_json()`` in ``json_mode``; if its layout is not one we know, the tool's
+        text view (``read_text()``, ``text_mode``) instead. Both unknown: one ParseError
+        saying why each failed. ``mode`` is set only to the one that parsed."""
+        try:
+            readings = read_json()
+            self.mode = json_mode
+        except ParseError as e_json:
+            try:
+                readings = read_text()
+                self.mode = text_mode
+            except ParseError as e_text:
+                raise ParseError(f"{e_json}; {text_view} did not match either "
+                                 f"({str(e_text).split(': ', 2)[-1]})") from None
+        return readings
+
+    def _remember_cards(self, readings: dict[int, CardReading]) -> list[CardInfo]:
+        """Discovery's result: the cards, from now on watched for going missing."""
+        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
+        self._presence.set_known(self.cards)
+        if self.tool is not None:
+            _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
+        return list(self.cards.values())
+
+    def _samples_of(self, readings: dict[int, CardReading]) -> list[CardSample]:
+        """One tick's samples; a known card missing from ``readings`` becomes a lost event."""
+        t = self.clock()
+        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
+        self.events.extend(self._presence.update(readings))
+        return out

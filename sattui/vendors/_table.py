@@ -2,14 +2,16 @@
 mthreads, biren): nvidia-smi-like boxes whose cells are matched to their header by
 name, not column number, so a column moving or a new one appearing does not shift
 every value by one. Plus the tool wrapper that names the tool and its version in
-every error, and the probe/discover/sample base class over one listing call.
+every error, the probe/discover/sample base class over one listing call, and
+``parse_box_listing``: a whole listing (card table, process table) into readings,
+given a ``BoxLayout`` that says which columns the tool names how.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,6 +24,7 @@ from sattui.vendors._parse import (
     is_na,
     layout_error,
     one_line,
+    pct,
     to_bytes,
     version_probe,
 )
@@ -451,3 +454,135 @@ def add_proc(procs: dict[str, int | None], pid: int, mem: int | None) -> None:
         procs[key] = procs[key] + mem  # type: ignore[operator]
     elif key not in procs or procs[key] is None:
         procs[key] = mem
+
+
+# =====================================================================================
+# Shared: one whole listing (card table, then process table) into readings
+# =====================================================================================
+
+
+@dataclass(frozen=True)
+class Column:
+    """Where one value sits in a table record: under the first of ``names`` the record
+    has, else under the first label containing one of ``contains`` (tool versions word
+    their headers differently). ``label`` names the value in errors; None names it by
+    the label found, for layouts that are only guessed."""
+
+    names: tuple[str, ...] = ()
+    contains: tuple[str, ...] = ()
+    label: str | None = None
+
+    def key(self, rec: dict[str, str]) -> str | None:
+        return find_key(rec, *self.names, contains=self.contains)
+
+    def cell(self, rec: dict[str, str]) -> str | None:
+        key = self.key(rec)
+        return rec.get(key) if key else None
+
+    def read(self, rec: dict[str, str], where: str = "") -> tuple[str | None, str]:
+        """The cell and how an error names it ("card 0 Util"; with no ``where``, "Card")."""
+        key = self.key(rec)
+        name = self.label or str(key)
+        return (rec.get(key) if key else None), (f"{where} {name}" if where else name)
+
+
+# nvidia-smi's own power and memory cells, which the tools that imitate it keep.
+NVSMI_POWER = Column(("pwr:usage/cap",), ("pwr",), "Pwr")
+NVSMI_MEMORY = Column(("memory-usage",), label="Memory-Usage")
+PROCESS_PID = Column(("pid",), label="process PID")
+PROCESS_MEMORY = Column(contains=("memory", "usage"))
+# A vendor's reader for cells its tool prints its own way: fn(reading, record, "GPU 0").
+ReadMore = Callable[[CardReading, dict[str, str], str], None]
+
+
+@dataclass(frozen=True)
+class BoxLayout:
+    """One tool's nvidia-smi-like listing: how its card table is found, and which
+    columns hold what. Power and memory default to nvidia-smi's "used / total" pairs;
+    a tool that prints them otherwise sets them to None and reads them in ``read_more``.
+    """
+
+    what: str  # the table, as errors name it ("card table")
+    missing: str  # why no header matched ("no card table (a header with 'Card' and 'Name')")
+    is_header: Callable[[set[str]], bool]
+    card_word: str  # a card, as errors name it ("card" → "card 0 Temp")
+    index: Column  # the card number in the card table
+    process_card: Column  # the card number in the process table
+    util: Column
+    bus: Column = Column(("bus-id",))
+    temp: Column = Column(("temp",), label="Temp")
+    power: Column | None = NVSMI_POWER
+    memory: Column | None = NVSMI_MEMORY
+    read_more: ReadMore | None = None
+
+
+def read_card_table(text: str, is_header: Callable[[set[str]], bool], *, what: str, missing: str,
+                    rows_per_record: int | None = None,
+                    stop: Callable[[str], bool] | None = None) -> tuple[list[str], TextTable]:
+    """``text``'s lines and its card table (see ``read_table``). No matching header is a
+    ``ParseError`` quoting how the output starts: the tool printed something else."""
+    lines = text.splitlines()
+    table = read_table(lines, 0, is_header, rows_per_record=rows_per_record, stop=stop, what=what)
+    if table is None:
+        raise layout_error(f"{missing}; output starts {one_line(first_line(text))}")
+    return lines, table
+
+
+def reading_from_record(rec: dict[str, str], layout: BoxLayout) -> CardReading:
+    """One card table record as a reading; its processes come from ``attach_processes``."""
+    idx = to_index(*layout.index.read(rec))
+    where = f"{layout.card_word} {idx}"
+    r = CardReading(index=idx, name=rec.get("name"), bus=layout.bus.cell(rec))
+    r.util = pct(*layout.util.read(rec, where))
+    r.temp_c = temp_c(*layout.temp.read(rec, where))
+    if layout.power is not None:
+        power_text, power_what = layout.power.read(rec, where)
+        used, cap = split_pair(power_text, power_what)
+        r.power_w = watts(used, f"{power_what}:Usage")
+        r.power_limit_w = watts(cap, f"{power_what}:Cap")
+    if layout.memory is not None:
+        mem_text, mem_what = layout.memory.read(rec, where)
+        r.mem_used, r.mem_total = mem_pair(*split_pair(mem_text, mem_what), mem_what)
+    if layout.read_more is not None:
+        layout.read_more(r, rec, where)
+    return r
+
+
+def _lists_pids(labels: set[str]) -> bool:
+    return "pid" in labels
+
+
+def attach_processes(lines: Sequence[str], start: int, readings: Iterable[CardReading],
+                     owner: Callable[[dict[str, str]], CardReading | None], *,
+                     is_header: Callable[[set[str]], bool] = _lists_pids, pid: Column = PROCESS_PID,
+                     memory: Column = PROCESS_MEMORY) -> None:
+    """The process table at or after ``start`` into the readings' ``procs`` (pid → bytes).
+
+    With a process table every reading's ``procs`` is known (``{}``: no row names its
+    card); without one it stays ``None`` (unknown, not empty). ``owner`` is the reading
+    a row belongs to, or None for a card the listing did not show (the row raced it).
+    """
+    table = read_table(lines, start, is_header, rows_per_record=1, what="process table")
+    if table is None:
+        return
+    for r in readings:
+        r.procs = {}
+    for rec in table.records:
+        card = owner(rec)
+        pid_n = to_index(*pid.read(rec))
+        mem = to_bytes(memory.cell(rec), "MiB", what=f"process {pid_n} memory")
+        if card is not None:
+            add_proc(card.procs, pid_n, mem)  # type: ignore[arg-type]
+
+
+def parse_box_listing(text: str, layout: BoxLayout) -> dict[int, CardReading]:
+    """A tool's nvidia-smi-like listing → one reading per card, keyed by card number,
+    processes included when the listing has a process table (see ``attach_processes``)."""
+    lines, table = read_card_table(text, layout.is_header, what=layout.what, missing=layout.missing)
+    out: dict[int, CardReading] = {}
+    for rec in table.records:
+        r = reading_from_record(rec, layout)
+        out[r.index] = r
+    attach_processes(lines, table.end, out.values(),
+                     lambda rec: out.get(to_index(*layout.process_card.read(rec))))
+    return out

@@ -32,12 +32,14 @@ from sattui.model import CardInfo, CardSample, Event
 from sattui.vendors._parse import CardReading, layout_error, num, one_line, pct, to_bytes
 from sattui.vendors.base import BackendError, ParseError, ToolError, register
 from sattui.vendors._table import (
+    Column,
     TableToolBackend,
     add_proc,
+    attach_processes,
     find_key,
     first_line,
     mem_pair,
-    read_table,
+    read_card_table,
     search_version,
     split_pair,
     temp_c,
@@ -61,6 +63,10 @@ def _is_proc_header(labels: set[str]) -> bool:
     return "process id" in labels or "pid" in labels
 
 
+_PROCESS_ID = Column(("process id", "pid"), label="process id")
+_PROCESS_MEMORY = Column(contains=("memory",))
+
+
 def _assign_cards(chips: list[tuple[int, int, int | None]]) -> list[int]:
     """Card index per chip (npu, chip, phy): phy ids if all given and unique, else NPU
     ids if one chip per NPU, else table order — never two chips on one index."""
@@ -80,12 +86,9 @@ def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
     ``procs`` is ``{}`` for all chips when a process table is printed (a chip without
     rows runs nothing), ``None`` when there is no process table.
     """
-    lines = text.splitlines()
-    table = read_table(lines, 0, _is_device_header, rows_per_record=2,
-                       stop=lambda ln: "process id" in ln.lower(), what="NPU table")
-    if table is None:
-        raise layout_error(f"no NPU table (a header with 'NPU', 'Name', 'Health'); "
-                           f"output starts {one_line(first_line(text))}")
+    lines, table = read_card_table(text, _is_device_header, what="NPU table",
+                                   missing="no NPU table (a header with 'NPU', 'Name', 'Health')",
+                                   rows_per_record=2, stop=lambda ln: "process id" in ln.lower())
     chips: list[tuple[int, int, int | None]] = []
     readings: list[CardReading] = []
     for rec in table.records:
@@ -120,19 +123,14 @@ def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
         r.index = idx
         out[idx] = r
     by_chip = {(r.extra["npu"], r.extra["chip"]): r for r in out.values()}
-    procs = read_table(lines, table.end, _is_proc_header, rows_per_record=1, what="process table")
-    if procs is not None:
-        for r in out.values():
-            r.procs = {}
-        for rec in procs.records:
-            npu = to_index(rec.get("npu"), "process NPU")
-            chip = to_index(rec.get("chip"), "process Chip") if "chip" in rec else 0
-            pid = to_index(rec.get(find_key(rec, "process id", "pid") or "pid"), "process id")
-            mem_key = find_key(rec, contains=("memory",))
-            mem = to_bytes(rec.get(mem_key) if mem_key else None, "MiB", what=f"process {pid} memory")
-            # A process of a chip the table above did not list (it raced the listing) is dropped.
-            if (npu, chip) in by_chip:
-                add_proc(by_chip[(npu, chip)].procs, pid, mem)  # type: ignore[arg-type]
+
+    def chip_of_process(rec: dict[str, str]) -> CardReading | None:
+        npu = to_index(rec.get("npu"), "process NPU")
+        chip = to_index(rec.get("chip"), "process Chip") if "chip" in rec else 0
+        return by_chip.get((npu, chip))  # None: a chip the table above did not list (it raced the listing)
+
+    attach_processes(lines, table.end, out.values(), chip_of_process, is_header=_is_proc_header,
+                     pid=_PROCESS_ID, memory=_PROCESS_MEMORY)
     return out
 
 

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample
 from sattui.vendors._parse import (
     CardReading,
-    Presence,
     Tool,
+    ToolBackend,
     bad_dir_component,
     expect_unit,
     is_index,
@@ -32,10 +30,7 @@ from sattui.vendors._parse import (
     version_probe,
 )
 from sattui.vendors.base import (
-    DEFAULT_TOOL_TIMEOUT_S,
-    Backend,
     BackendUnavailable,
-    ParseError,
     Probe,
     find_tool,
     register,
@@ -128,20 +123,12 @@ def find_hygon_tool() -> tuple[str | None, str | None, str | None]:
 
 
 @register
-class HygonBackend(Backend):
+class HygonBackend(ToolBackend):
     name = "hygon"
     vendor = "hygon"
     # hy-smi is rocm-smi's Python CLI: ~0.3 s a call.
     min_interval_s = 0.5
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
-                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
-        super().__init__(clock)
-        self.timeout_s = timeout_s
-        self.tool: Tool | None = None
-        self.mode: str | None = None  # "json" | "concise"
-        self.cards: dict[int, CardInfo] = {}
-        self._presence = Presence(self.name, clock)
+    mode: str | None  # "json" | "concise"
 
     @classmethod
     def probe(cls) -> Probe:
@@ -158,26 +145,15 @@ class HygonBackend(Backend):
         tool, path, why = find_hygon_tool()
         if path is None or tool is None:
             raise BackendUnavailable(why or "hy-smi not found")
-        self.tool = Tool(tool, path, self.timeout_s)
-        try:
-            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_DISCOVER_ARGS), "--json")
-            self.mode = "json"
-        except ParseError as e_json:
-            # Builds whose --json is broken or absent still print the concise table.
-            try:
-                readings = self.tool.run_parse((), parse_hy_smi_concise)
-                self.mode = "concise"
-            except ParseError as e_text:
-                raise ParseError(f"{e_json}; the concise view did not match either "
-                                 f"({str(e_text).split(': ', 2)[-1]})") from None
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
-        return list(self.cards.values())
-
-    @property
-    def version(self) -> str | None:
-        return self.tool.version if self.tool else None
+        self.tool = hy_smi = Tool(tool, path, self.timeout_s)
+        # Builds whose --json is broken or absent still print the concise table.
+        readings = self._read_json_else_text(
+            json_mode="json",
+            read_json=lambda: hy_smi.parse(parse_rocm_smi_json, hy_smi.run(*JSON_DISCOVER_ARGS), "--json"),
+            text_mode="concise",
+            read_text=lambda: hy_smi.run_parse((), parse_hy_smi_concise),
+            text_view="the concise view")
+        return self._remember_cards(readings)
 
     def sample(self) -> list[CardSample]:
         if self.tool is None or self.mode is None:
@@ -187,8 +163,5 @@ class HygonBackend(Backend):
             readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), "--json")
         else:
             readings = self.tool.run_parse((), parse_hy_smi_concise)
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
-        self.events.extend(self._presence.update(readings))
-        return out
+        return self._samples_of(readings)
 

@@ -17,14 +17,12 @@ is told from what it prints, never from the name.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample
 from sattui.vendors._parse import (
     CardReading,
-    Presence,
     Tool,
+    ToolBackend,
     expect_unit,
     extract_json,
     is_index,
@@ -38,8 +36,6 @@ from sattui.vendors._parse import (
     version_from,
 )
 from sattui.vendors.base import (
-    DEFAULT_TOOL_TIMEOUT_S,
-    Backend,
     BackendError,
     BackendUnavailable,
     ParseError,
@@ -267,20 +263,12 @@ def _classify(path: str, timeout_s: float) -> tuple[str | None, str | None]:
 
 
 @register
-class IntelBackend(Backend):
+class IntelBackend(ToolBackend):
     name = "intel"
     vendor = "intel"
     # One stats call per device per tick, each ~0.1–0.5 s through the xpum daemon.
     min_interval_s = 1.0
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
-                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
-        super().__init__(clock)
-        self.timeout_s = timeout_s
-        self.tool: Tool | None = None
-        self.mode: str | None = None  # "stats" | "dump", chosen on the first sample
-        self.cards: dict[int, CardInfo] = {}
-        self._presence = Presence(self.name, clock)
+    mode: str | None  # "stats" | "dump", chosen on the first sample
 
     @classmethod
     def probe(cls) -> Probe:
@@ -319,14 +307,7 @@ class IntelBackend(Backend):
                 r.merge_missing(self.tool.run_parse(("discovery", "-d", str(i)), parse_xpu_discovery_detail))
             except BackendError:
                 pass
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
-        return list(self.cards.values())
-
-    @property
-    def version(self) -> str | None:
-        return self.tool.version if self.tool else None
+        return self._remember_cards(readings)
 
     def _sample_one(self, dev: int) -> CardReading:
         assert self.tool is not None
@@ -351,7 +332,4 @@ class IntelBackend(Backend):
         for dev in sorted(self.cards):
             r = self._sample_one(dev)
             readings[dev] = r
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
-        self.events.extend(self._presence.update(readings))
-        return out
+        return self._samples_of(readings)

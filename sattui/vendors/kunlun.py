@@ -22,22 +22,18 @@ import json
 import re
 from dataclasses import dataclass
 
-from sattui.vendors._parse import CardReading, layout_error, one_line, pct, to_bytes
-from sattui.vendors.base import BackendUnavailable, Probe, ToolError, find_tool, register, run_tool
+from sattui.vendors._parse import CardReading, one_line
 from sattui.vendors._table import (
+    BoxLayout,
     CliTool,
+    Column,
+    NVSMI_MEMORY,
     TableToolBackend,
-    add_proc,
-    find_key,
     first_line,
-    mem_pair,
-    read_table,
+    parse_box_listing,
     search_version,
-    split_pair,
-    temp_c,
-    to_index,
-    watts,
 )
+from sattui.vendors.base import BackendUnavailable, Probe, ToolError, find_tool, register, run_tool
 
 XPU_SMI_NAMES = ("xpu-smi", "xpu_smi")
 KUNLUN_DIRS = ("/usr/local/xpu/bin", "/usr/local/bin", "/usr/bin")
@@ -74,42 +70,26 @@ def _is_card_header(labels: set[str]) -> bool:
     return "xpu" in labels and "name" in labels
 
 
+XPU_SMI_LAYOUT = BoxLayout(
+    what="XPU table",
+    missing="no XPU table (a header with 'XPU' and 'Name')",
+    is_header=_is_card_header,
+    card_word="XPU",
+    index=Column(("xpu",), label="XPU"),
+    process_card=Column(("xpu", "gpu"), label="process XPU"),
+    util=Column(("xpu-util",), ("util",), "XPU-Util"),
+    # Memory-Usage is the HBM; the third row's L3-Usage is on-chip SRAM, not "memory".
+    memory=NVSMI_MEMORY,
+)
+
+
 def parse_xpu_smi(text: str) -> dict[int, CardReading]:
     """Kunlunxin ``xpu-smi`` (no arguments) → one reading per XPU, processes included.
 
     ``procs`` is ``{}`` for every card when the process table lists nothing, ``None``
     when the output has no process table.
     """
-    lines = text.splitlines()
-    table = read_table(lines, 0, _is_card_header, what="XPU table")
-    if table is None:
-        raise layout_error(f"no XPU table (a header with 'XPU' and 'Name'); output starts {one_line(first_line(text))}")
-    out: dict[int, CardReading] = {}
-    for rec in table.records:
-        idx = to_index(rec.get("xpu"), "XPU")
-        w = f"XPU {idx}"
-        r = CardReading(index=idx, name=rec.get("name"), bus=rec.get("bus-id"))
-        r.util = pct(rec.get(find_key(rec, "xpu-util", contains=("util",)) or "xpu-util"), f"{w} XPU-Util")
-        r.temp_c = temp_c(rec.get("temp"), f"{w} Temp")
-        used, cap = split_pair(rec.get(find_key(rec, "pwr:usage/cap", contains=("pwr",)) or "pwr"), f"{w} Pwr")
-        r.power_w = watts(used, f"{w} Pwr:Usage")
-        r.power_limit_w = watts(cap, f"{w} Pwr:Cap")
-        # Memory-Usage is the HBM; the third row's L3-Usage is on-chip SRAM, not "memory".
-        r.mem_used, r.mem_total = mem_pair(*split_pair(rec.get("memory-usage"), f"{w} Memory-Usage"),
-                                           f"{w} Memory-Usage")
-        out[idx] = r
-    procs = read_table(lines, table.end, lambda labels: "pid" in labels, rows_per_record=1, what="process table")
-    if procs is not None:
-        for r in out.values():
-            r.procs = {}
-        for rec in procs.records:
-            card = to_index(rec.get(find_key(rec, "xpu", "gpu") or "xpu"), "process XPU")
-            pid = to_index(rec.get("pid"), "process PID")
-            mem_key = find_key(rec, contains=("memory", "usage"))
-            mem = to_bytes(rec.get(mem_key) if mem_key else None, "MiB", what=f"process {pid} memory")
-            if card in out:
-                add_proc(out[card].procs, pid, mem)  # type: ignore[arg-type]
-    return out
+    return parse_box_listing(text, XPU_SMI_LAYOUT)
 
 
 @dataclass

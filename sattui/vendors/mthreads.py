@@ -21,19 +21,9 @@ from __future__ import annotations
 
 import re
 
-from sattui.vendors._parse import CardReading, layout_error, one_line, pct, to_bytes
+from sattui.vendors._parse import CardReading, to_bytes
+from sattui.vendors._table import BoxLayout, Column, TableToolBackend, parse_box_listing, search_version, split_paren
 from sattui.vendors.base import register
-from sattui.vendors._table import (
-    TableToolBackend,
-    add_proc,
-    find_key,
-    first_line,
-    read_table,
-    search_version,
-    split_paren,
-    temp_c,
-    to_index,
-)
 
 MTHREADS_GMI = "mthreads-gmi"
 
@@ -55,40 +45,36 @@ def _pcie_width(value: str | None) -> tuple[int | None, int | None]:
     return int(m.group(1)), int(m.group(2))
 
 
+def _read_memory_and_lanes(r: CardReading, rec: dict[str, str], where: str) -> None:
+    """Memory as "used(total)" and the PCIe lane width, both gmi's own way of printing."""
+    used, total = split_paren(rec.get("mem"), f"{where} Mem")
+    r.mem_used = to_bytes(used, "MiB", what=f"{where} Mem used")
+    r.mem_total = to_bytes(total, "MiB", what=f"{where} Mem total") or None
+    r.pcie_width, r.pcie_width_max = _pcie_width(rec.get("pcie lane width"))
+
+
+MTHREADS_GMI_LAYOUT = BoxLayout(
+    what="GPU table",
+    missing="no GPU table (a header with 'ID' and 'Name')",
+    is_header=_is_card_header,
+    card_word="GPU",
+    index=Column(("id",), label="ID"),
+    process_card=Column(("id",), label="process ID"),
+    util=Column(("%gpu",), ("gpu", "util"), "%GPU"),
+    bus=Column(("pcie",)),
+    power=None,  # this view has no power column
+    memory=None,  # "used(total)", not a "used / total" pair
+    read_more=_read_memory_and_lanes,
+)
+
+
 def parse_mthreads_gmi(text: str) -> dict[int, CardReading]:
     """``mthreads-gmi`` (no arguments) → one reading per GPU, processes included.
 
     ``procs`` is ``{}`` when the process table lists nothing, ``None`` when the output
     has no process table.
     """
-    lines = text.splitlines()
-    table = read_table(lines, 0, _is_card_header, what="GPU table")
-    if table is None:
-        raise layout_error(f"no GPU table (a header with 'ID' and 'Name'); output starts {one_line(first_line(text))}")
-    out: dict[int, CardReading] = {}
-    for rec in table.records:
-        idx = to_index(rec.get("id"), "ID")
-        w = f"GPU {idx}"
-        r = CardReading(index=idx, name=rec.get("name"), bus=rec.get("pcie"))
-        r.util = pct(rec.get(find_key(rec, "%gpu", contains=("gpu", "util")) or "%gpu"), f"{w} %GPU")
-        r.temp_c = temp_c(rec.get("temp"), f"{w} Temp")
-        used, total = split_paren(rec.get("mem"), f"{w} Mem")
-        r.mem_used = to_bytes(used, "MiB", what=f"{w} Mem used")
-        r.mem_total = to_bytes(total, "MiB", what=f"{w} Mem total") or None
-        r.pcie_width, r.pcie_width_max = _pcie_width(rec.get("pcie lane width"))
-        out[idx] = r
-    procs = read_table(lines, table.end, lambda labels: "pid" in labels, rows_per_record=1, what="process table")
-    if procs is not None:
-        for r in out.values():
-            r.procs = {}
-        for rec in procs.records:
-            card = to_index(rec.get("id"), "process ID")
-            pid = to_index(rec.get("pid"), "process PID")
-            mem_key = find_key(rec, contains=("memory", "usage"))
-            mem = to_bytes(rec.get(mem_key) if mem_key else None, "MiB", what=f"process {pid} memory")
-            if card in out:
-                add_proc(out[card].procs, pid, mem)  # type: ignore[arg-type]
-    return out
+    return parse_box_listing(text, MTHREADS_GMI_LAYOUT)
 
 
 @register

@@ -20,15 +20,14 @@ the fixture's process table and its JSON agree only that way), so "MB" here is M
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
 from sattui.model import CardInfo, CardSample
 from sattui.vendors._parse import (
     CardReading,
-    Presence,
     Tool,
+    ToolBackend,
     amd_value,
     bad_dir_component,
     clamp_pct,
@@ -47,8 +46,6 @@ from sattui.vendors._parse import (
     version_probe,
 )
 from sattui.vendors.base import (
-    DEFAULT_TOOL_TIMEOUT_S,
-    Backend,
     BackendError,
     BackendUnavailable,
     ParseError,
@@ -483,22 +480,14 @@ def find_amd_tool() -> tuple[str | None, str | None, str | None]:
 
 
 @register
-class RocmBackend(Backend):
+class RocmBackend(ToolBackend):
     name = "rocm"
     vendor = "amd"
     # amd-smi is a Python CLI taking ~0.3–1 s a call, and a tick calls it twice
     # (metrics + processes); rocm-smi alone is lighter (set per instance).
     min_interval_s = 1.0
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
-                 timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> None:
-        super().__init__(clock)
-        self.timeout_s = timeout_s
-        self.tool: Tool | None = None
-        self.mode: str | None = None  # "amd-json" | "amd-text" | "rocm-smi"
-        self.cards: dict[int, CardInfo] = {}
-        self._procs_layout_ok = True
-        self._presence = Presence(self.name, clock)
+    mode: str | None  # "amd-json" | "amd-text" | "rocm-smi"
+    _procs_layout_ok = True  # False once amd-smi's process view proved unreadable
 
     @classmethod
     def probe(cls) -> Probe:
@@ -512,10 +501,6 @@ class RocmBackend(Backend):
         except Exception as e:  # never take doctor down
             return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
 
-    @property
-    def version(self) -> str | None:
-        return self.tool.version if self.tool else None
-
     def discover(self) -> list[CardInfo]:
         tool, path, why = find_amd_tool()
         if path is None or tool is None:
@@ -525,25 +510,19 @@ class RocmBackend(Backend):
             readings = self._discover_amd_smi()
         else:
             readings = self._discover_rocm_smi()
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        _ = self.tool.version  # asked once now (best effort), after the tool proved it answers
-        return list(self.cards.values())
+        return self._remember_cards(readings)
 
     def _discover_amd_smi(self) -> dict[int, CardReading]:
         assert self.tool is not None
         self.min_interval_s = 1.0
-        try:
-            readings = self.tool.run_parse(("metric", "--json"), parse_amd_smi_metric)
-            self.mode = "amd-json"
-        except ParseError as e_json:
-            # Not a JSON layout we know: the default summary table still has the numbers.
-            try:
-                readings = self.tool.run_parse((), parse_amd_smi_default)
-                self.mode = "amd-text"
-            except ParseError as e_text:
-                raise ParseError(f"{e_json}; the default view did not match either "
-                                 f"({str(e_text).split(': ', 2)[-1]})") from None
+        amd_smi = self.tool
+        # Not a JSON layout we know: the default summary table still has the numbers.
+        readings = self._read_json_else_text(
+            json_mode="amd-json",
+            read_json=lambda: amd_smi.run_parse(("metric", "--json"), parse_amd_smi_metric),
+            text_mode="amd-text",
+            read_text=lambda: amd_smi.run_parse((), parse_amd_smi_default),
+            text_view="the default view")
         # Names, VRAM size and power cap: best effort (a second, slower call, once).
         try:
             static = self.tool.run_parse(("static", "--json"), parse_amd_smi_static)
@@ -578,10 +557,7 @@ class RocmBackend(Backend):
             readings = self.tool.run_parse((), parse_amd_smi_default)
         else:
             readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), "--json")
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards.get(i)) for i, r in sorted(readings.items())]
-        self.events.extend(self._presence.update(readings))
-        return out
+        return self._samples_of(readings)
 
     def _amd_procs(self) -> dict[int, dict[str, int | None]] | None:
         """Per-GPU VRAM by pid; None (unknown) when the call fails — the metrics stand."""

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from sattui.vendors.base import REGISTRY, ParseError, ToolError
+from sattui.vendors.base import REGISTRY
 from sattui.vendors.biren import UNVERIFIED, BirenBackend, brsmi_version, parse_brsmi
-from tests.vendor_tools import install_tool
+from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
+from tests.vendor_tools import install_tool, parser_fuzz_tests
 
 MiB = 1 << 20
 
@@ -106,31 +103,20 @@ def test_synthetic_one_row_table():
 def test_unknown_layout_names_tool_and_version(tmp_path, monkeypatch):
     # SYNTHETIC: a key/value dump, which the guess does not read.
     text = "brsmi version 3.1.0\nGPU 0: BR104P\n  Utilization: 12 %\n"
-    install_tool(tmp_path, monkeypatch, "brsmi", stdout_text=text)
-    with pytest.raises(ParseError) as ei:
-        _backend().discover()
-    msg = str(ei.value)
-    assert msg.startswith("brsmi 3.1.0: no nvidia-smi-like GPU table") and "\n" not in msg
+    assert_unreadable_output(tmp_path, monkeypatch, "brsmi", _backend, text,
+                             "brsmi 3.1.0: no nvidia-smi-like GPU table")
 
 
 def test_garbage_without_version(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "brsmi", stdout_text="???\n")
-    with pytest.raises(ParseError, match=r"^brsmi \(version unknown\): "):
-        _backend().discover()
+    assert_unreadable_output(tmp_path, monkeypatch, "brsmi", _backend, "???\n", "brsmi (version unknown): ")
 
 
 def test_hung_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "brsmi", stdout_text=SYNTHETIC_TABLE, sleep_s=30)
-    t0 = time.monotonic()
-    with pytest.raises(ToolError, match="brsmi did not answer within 0.5 s"):
-        _backend(timeout_s=0.5).discover()
-    assert time.monotonic() - t0 < 5
+    assert_hung_tool_times_out(tmp_path, monkeypatch, "brsmi", _backend, SYNTHETIC_TABLE)
 
 
 def test_crashing_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "brsmi", exit_code=1, stderr_text="brsmi: no device\n")
-    with pytest.raises(ToolError, match="brsmi exited 1: brsmi: no device"):
-        _backend().discover()
+    assert_crash_is_tool_error(tmp_path, monkeypatch, "brsmi", _backend, exit_code=1, stderr_text="brsmi: no device\n")
 
 
 # -- properties (on the synthetic tables and noise) ----------------------------------------------
@@ -138,50 +124,6 @@ def test_crashing_tool(tmp_path, monkeypatch):
 TEXTS = [SYNTHETIC_TABLE, SYNTHETIC_ONE_ROW]
 
 
-def _only_parse_errors(text: str) -> None:
-    brsmi_version(text)
-    try:
-        out = parse_brsmi(text)
-    except ParseError:
-        return
-    assert isinstance(out, dict)
-    for r in out.values():
-        assert r.util is None or 0.0 <= r.util <= 100.0
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400))
-def test_arbitrary_text(text):
-    _only_parse_errors(text)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.floats(0, 1))
-def test_truncated(text, frac):
-    _only_parse_errors(text[: int(len(text) * frac)])
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_lines_dropped_or_doubled(text, data):
-    lines = text.splitlines(keepends=True)
-    drop = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=6))
-    dup = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=3))
-    out = []
-    for i, ln in enumerate(lines):
-        if i not in drop:
-            out.append(ln)
-            if i in dup:
-                out.append(ln)
-    _only_parse_errors("".join(out))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_characters_replaced(text, data):
-    pos = data.draw(st.lists(st.integers(0, len(text) - 1), max_size=8))
-    repl = data.draw(st.sampled_from(["", "|", "/", "-", " ", "N/A", "9" * 30, "\n", "x", "%"]))
-    chars = list(text)
-    for p in pos:
-        chars[p] = repl
-    _only_parse_errors("".join(chars))
+(test_arbitrary_text, test_truncated,
+ test_lines_dropped_or_doubled, test_characters_replaced) = parser_fuzz_tests(
+    parse_brsmi, TEXTS, never_raise=(brsmi_version,))

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sattui.vendors.base import REGISTRY, ParseError, ToolError
+from sattui.vendors.base import REGISTRY, ParseError
 from sattui.vendors._table import is_rule, map_cell, read_table, split_pair, split_paren
 from sattui.vendors.cambricon import CambriconBackend, cnmon_version, parse_cnmon
-from tests.vendor_tools import calls, install_tool
+from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
+from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "cambricon"
 F_V5_13 = FIX / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"
@@ -116,32 +117,22 @@ def test_probe(tmp_path, monkeypatch):
 
 
 def test_hung_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "cnmon", stdout_file=F_V5_13, sleep_s=30)
-    t0 = time.monotonic()
-    with pytest.raises(ToolError, match="cnmon did not answer within 0.5 s"):
-        _backend(timeout_s=0.5).discover()
-    assert time.monotonic() - t0 < 5
+    assert_hung_tool_times_out(tmp_path, monkeypatch, "cnmon", _backend, F_V5_13)
 
 
 def test_crashing_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "cnmon", exit_code=1, stderr_text="Error: Failed to init cndev\n")
-    with pytest.raises(ToolError, match="cnmon exited 1: Error: Failed to init cndev"):
-        _backend().discover()
+    assert_crash_is_tool_error(tmp_path, monkeypatch, "cnmon", _backend,
+                               exit_code=1, stderr_text="Error: Failed to init cndev\n")
 
 
 def test_garbage(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "cnmon", stdout_text="cnmon: command output changed\n")
-    with pytest.raises(ParseError) as ei:
-        _backend().discover()
-    msg = str(ei.value)
-    assert msg.startswith("cnmon (version unknown): no card table") and "\n" not in msg
+    assert_unreadable_output(tmp_path, monkeypatch, "cnmon", _backend, "cnmon: command output changed\n",
+                             "cnmon (version unknown): no card table")
 
 
 def test_garbage_version_from_the_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "cnmon", by_args={"version": "CNMON version: v6.5.26\n"},
-                 stdout_text="something else entirely\n")
-    with pytest.raises(ParseError, match=r"^cnmon 6\.5\.26: "):
-        _backend().discover()
+    assert_unreadable_output(tmp_path, monkeypatch, "cnmon", _backend, "something else entirely\n",
+                             "cnmon 6.5.26: ", by_args={"version": "CNMON version: v6.5.26\n"})
 
 
 def test_truncated_output(tmp_path, monkeypatch):
@@ -192,53 +183,9 @@ def test_rules():
 TEXTS = [f.read_text() for f in ALL_FIXTURES]
 
 
-def _only_parse_errors(text: str) -> None:
-    cnmon_version(text)  # a regex over the header: never raises
-    try:
-        out = parse_cnmon(text)
-    except ParseError:
-        return
-    assert isinstance(out, dict)
-    for r in out.values():
-        assert r.util is None or 0.0 <= r.util <= 100.0
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400))
-def test_arbitrary_text(text):
-    _only_parse_errors(text)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.floats(0, 1))
-def test_truncated_fixtures(text, frac):
-    _only_parse_errors(text[: int(len(text) * frac)])
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_lines_dropped_or_doubled(text, data):
-    lines = text.splitlines(keepends=True)
-    drop = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=6))
-    dup = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=3))
-    out = []
-    for i, ln in enumerate(lines):
-        if i not in drop:
-            out.append(ln)
-            if i in dup:
-                out.append(ln)
-    _only_parse_errors("".join(out))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_characters_replaced(text, data):
-    pos = data.draw(st.lists(st.integers(0, len(text) - 1), max_size=8))
-    repl = data.draw(st.sampled_from(["", "|", "/", "-", " ", "N/A", "9" * 30, "\n", "x", "%"]))
-    chars = list(text)
-    for p in pos:
-        chars[p] = repl
-    _only_parse_errors("".join(chars))
+(test_arbitrary_text, test_truncated_fixtures,
+ test_fixtures_with_lines_dropped_or_doubled, test_fixtures_with_characters_replaced) = parser_fuzz_tests(
+    parse_cnmon, TEXTS, never_raise=(cnmon_version,))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from sattui.vendors.base import REGISTRY, BackendUnavailable, ParseError, ToolError
+from sattui.vendors.base import REGISTRY, BackendUnavailable, ToolError
 from sattui.vendors.kunlun import KunlunBackend, identify_xpu_smi, parse_xpu_smi, xpu_smi_version
-from tests.vendor_tools import calls, install_tool
+from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
+from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "kunlun"
 F_8X = FIX / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"
@@ -134,11 +133,7 @@ def test_missing(tmp_path, monkeypatch):
 
 
 def test_hung_tool(tmp_path, monkeypatch):
-    _only(tmp_path, monkeypatch, "xpu-smi", stdout_file=F_8X, sleep_s=30)
-    t0 = time.monotonic()
-    with pytest.raises(ToolError, match="did not answer within 0.5 s"):
-        _backend(timeout_s=0.5).discover()
-    assert time.monotonic() - t0 < 5
+    assert_hung_tool_times_out(tmp_path, monkeypatch, "xpu-smi", _backend, F_8X)
 
 
 def test_hung_after_discovery_is_a_tool_error(tmp_path, monkeypatch):
@@ -162,26 +157,21 @@ def test_crashing_after_discovery(tmp_path, monkeypatch):
 
 
 def test_crashing_at_discovery(tmp_path, monkeypatch):
-    _only(tmp_path, monkeypatch, "xpu-smi", exit_code=1, stderr_text="no XPU device found\n")
+    assert_crash_is_tool_error(tmp_path, monkeypatch, "xpu-smi", _backend,
+                               exit_code=1, stderr_text="no XPU device found\n")
     assert "xpu-smi exited 1: no XPU device found" in (KunlunBackend.probe().reason or "")
-    with pytest.raises(ToolError, match="xpu-smi exited 1: no XPU device found"):
-        _backend().discover()
 
 
 def test_garbage(tmp_path, monkeypatch):
-    _only(tmp_path, monkeypatch, "xpu-smi", stdout_text="Bus error\n")
+    assert_unreadable_output(tmp_path, monkeypatch, "xpu-smi", _backend, "Bus error\n",
+                             "xpu-smi (version unknown): no XPU table")
     assert KunlunBackend.probe().available is False
-    with pytest.raises(ParseError) as ei:
-        _backend().discover()
-    assert str(ei.value).startswith("xpu-smi (version unknown): no XPU table")
 
 
 def test_kunlun_header_with_an_unknown_table_names_the_driver(tmp_path, monkeypatch):
     text = ("+------+\n| XPU-SMI               Driver Version: 5.9.9.9    XPU-RT Version: 5.9.9   |\n"
             "| Something | Else |\n+------+\n")
-    _only(tmp_path, monkeypatch, "xpu-smi", stdout_text=text)
-    with pytest.raises(ParseError, match=r"^xpu-smi driver 5\.9\.9\.9: no XPU table"):
-        _backend().discover()
+    assert_unreadable_output(tmp_path, monkeypatch, "xpu-smi", _backend, text, "xpu-smi driver 5.9.9.9: no XPU table")
 
 
 def test_synthetic_process_rows():
@@ -207,48 +197,6 @@ def test_version():
 TEXTS = [f.read_text() for f in KUNLUN_FIXTURES]
 
 
-def _only_parse_errors(text: str) -> None:
-    identify_xpu_smi(text)  # never raises
-    try:
-        out = parse_xpu_smi(text)
-    except ParseError:
-        return
-    assert isinstance(out, dict)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400))
-def test_arbitrary_text(text):
-    _only_parse_errors(text)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.floats(0, 1))
-def test_truncated_fixtures(text, frac):
-    _only_parse_errors(text[: int(len(text) * frac)])
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_lines_dropped_or_doubled(text, data):
-    lines = text.splitlines(keepends=True)
-    drop = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=6))
-    dup = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=3))
-    out = []
-    for i, ln in enumerate(lines):
-        if i not in drop:
-            out.append(ln)
-            if i in dup:
-                out.append(ln)
-    _only_parse_errors("".join(out))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_characters_replaced(text, data):
-    pos = data.draw(st.lists(st.integers(0, len(text) - 1), max_size=8))
-    repl = data.draw(st.sampled_from(["", "|", "/", "-", " ", "N/A", "9" * 30, "\n", "x", "%"]))
-    chars = list(text)
-    for p in pos:
-        chars[p] = repl
-    _only_parse_errors("".join(chars))
+(test_arbitrary_text, test_truncated_fixtures,
+ test_fixtures_with_lines_dropped_or_doubled, test_fixtures_with_characters_replaced) = parser_fuzz_tests(
+    parse_xpu_smi, TEXTS, never_raise=(identify_xpu_smi,))

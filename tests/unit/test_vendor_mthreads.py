@@ -11,13 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from sattui.vendors.base import REGISTRY, ParseError, ToolError
+from sattui.vendors.base import REGISTRY
 from sattui.vendors.mthreads import MthreadsBackend, mthreads_gmi_version, parse_mthreads_gmi
-from tests.vendor_tools import calls, install_tool
+from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
+from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "moorethreads"
 F_S5000 = FIX / "mthreads-gmi_8x-S5000_gmi2.4.1_drv5.1.0-server.txt"
@@ -100,32 +97,23 @@ def test_probe(tmp_path, monkeypatch):
 
 
 def test_hung_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "mthreads-gmi", stdout_file=F_S5000, sleep_s=30)
-    t0 = time.monotonic()
-    with pytest.raises(ToolError, match="mthreads-gmi did not answer within 0.5 s"):
-        _backend(timeout_s=0.5).discover()
-    assert time.monotonic() - t0 < 5
+    assert_hung_tool_times_out(tmp_path, monkeypatch, "mthreads-gmi", _backend, F_S5000)
 
 
 def test_crashing_tool(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "mthreads-gmi", exit_code=2, stderr_text="Failed to initialize MTML\n")
-    with pytest.raises(ToolError, match="mthreads-gmi exited 2: Failed to initialize MTML"):
-        _backend().discover()
+    assert_crash_is_tool_error(tmp_path, monkeypatch, "mthreads-gmi", _backend,
+                               exit_code=2, stderr_text="Failed to initialize MTML\n")
 
 
 def test_garbage(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "mthreads-gmi", stdout_text="libmtml.so: cannot open shared object file\n",
-                 by_args={"--version": "mthreads-gmi version 2.5.0\n"})
-    with pytest.raises(ParseError) as ei:
-        _backend().discover()
-    msg = str(ei.value)
-    assert msg.startswith("mthreads-gmi 2.5.0: no GPU table") and "\n" not in msg
+    assert_unreadable_output(tmp_path, monkeypatch, "mthreads-gmi", _backend,
+                             "libmtml.so: cannot open shared object file\n", "mthreads-gmi 2.5.0: no GPU table",
+                             by_args={"--version": "mthreads-gmi version 2.5.0\n"})
 
 
 def test_garbage_without_any_version(tmp_path, monkeypatch):
-    install_tool(tmp_path, monkeypatch, "mthreads-gmi", stdout_text="???\n")
-    with pytest.raises(ParseError, match=r"^mthreads-gmi \(version unknown\): "):
-        _backend().discover()
+    assert_unreadable_output(tmp_path, monkeypatch, "mthreads-gmi", _backend, "???\n",
+                             "mthreads-gmi (version unknown): ")
 
 
 # -- properties -------------------------------------------------------------------------------
@@ -133,50 +121,9 @@ def test_garbage_without_any_version(tmp_path, monkeypatch):
 TEXTS = [f.read_text() for f in ALL_FIXTURES]
 
 
-def _only_parse_errors(text: str) -> None:
-    mthreads_gmi_version(text)  # a regex over the header: never raises
-    try:
-        out = parse_mthreads_gmi(text)
-    except ParseError:
-        return
-    assert isinstance(out, dict)
-    for r in out.values():
-        assert r.util is None or 0.0 <= r.util <= 100.0
+# gmi prints memory as "used(total)": parentheses, not "/", are its separators.
+MTHREADS_REPLACEMENTS = ("", "|", "(", ")", "-", " ", "N/A", "9" * 30, "\n", "x", "%")
 
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400))
-def test_arbitrary_text(text):
-    _only_parse_errors(text)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.floats(0, 1))
-def test_truncated_fixtures(text, frac):
-    _only_parse_errors(text[: int(len(text) * frac)])
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_lines_dropped_or_doubled(text, data):
-    lines = text.splitlines(keepends=True)
-    drop = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=6))
-    dup = data.draw(st.sets(st.integers(0, len(lines) - 1), max_size=3))
-    out = []
-    for i, ln in enumerate(lines):
-        if i not in drop:
-            out.append(ln)
-            if i in dup:
-                out.append(ln)
-    _only_parse_errors("".join(out))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.sampled_from(TEXTS), st.data())
-def test_fixtures_with_characters_replaced(text, data):
-    pos = data.draw(st.lists(st.integers(0, len(text) - 1), max_size=8))
-    repl = data.draw(st.sampled_from(["", "|", "(", ")", "-", " ", "N/A", "9" * 30, "\n", "x", "%"]))
-    chars = list(text)
-    for p in pos:
-        chars[p] = repl
-    _only_parse_errors("".join(chars))
+(test_arbitrary_text, test_truncated_fixtures,
+ test_fixtures_with_lines_dropped_or_doubled, test_fixtures_with_characters_replaced) = parser_fuzz_tests(
+    parse_mthreads_gmi, TEXTS, never_raise=(mthreads_gmi_version,), replacements=MTHREADS_REPLACEMENTS)
