@@ -9,6 +9,12 @@ with its peak RSS.
 
     python bench/overhead.py                 # both trainers, 3 pairs, 20 s windows
     python bench/overhead.py --pairs 5 --window 30
+    python bench/overhead.py --pin           # trainer on CPU 0, sattui and py-spy on CPU 1
+
+On a box whose cores the trainer keeps busy, any CPU sattui takes comes out of the
+trainer (about sattui's cores / the box's cores). ``--pin`` gives each side its own
+core, as on a GPU server with cores to spare, so the ratio shows what attaching costs
+beyond that CPU (py-spy's memory reads, /proc reads).
 """
 
 from __future__ import annotations
@@ -46,12 +52,21 @@ def _steps_per_s(lines: list[dict], t_from: float, t_to: float) -> float:
     return (b["steps"] - a["steps"]) / (b["elapsed_s"] - a["elapsed_s"])
 
 
-def one_run(trainer_args: list[str], window_s: float, with_sattui: bool, out_dir: Path) -> dict:
+def _on_cpus(cpus: set[int] | None):
+    """A preexec function pinning the child (and what it forks) to ``cpus``."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def one_run(trainer_args: list[str], window_s: float, with_sattui: bool, out_dir: Path,
+            trainer_cpus: set[int] | None = None, sattui_cpus: set[int] | None = None) -> dict:
     truth = out_dir / f"truth-{time.monotonic_ns()}.jsonl"
     settle_s = 3.0
     tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *trainer_args,
                            "--seconds", str(window_s + settle_s + 15), "--truth", str(truth)],
-                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          preexec_fn=_on_cpus(trainer_cpus))
     try:
         while len(_truth(truth)) < 2:
             if tr.poll() is not None:
@@ -64,7 +79,8 @@ def one_run(trainer_args: list[str], window_s: float, with_sattui: bool, out_dir
             rec = out_dir / f"rec-{time.monotonic_ns()}.jsonl"
             sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "-o", str(rec),
                                    "--duration", str(window_s)], cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  preexec_fn=_on_cpus(sattui_cpus))
             ps = psutil.Process(sp.pid)
             rss_max = 0
             t0 = time.monotonic()
@@ -102,15 +118,21 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--window", type=float, default=20.0, help="seconds measured per run")
     ap.add_argument("--trainer", choices=sorted(TRAINERS), action="append")
+    ap.add_argument("--pin", action="store_true", help="trainer on CPU 0, sattui (and its py-spy) on CPU 1")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        raise SystemExit("--pin needs two usable CPUs")
+    trainer_cpus, sattui_cpus = ({cpus[0]}, {cpus[1]}) if args.pin else (None, None)
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load {os.getloadavg()[0]:.2f}"
+          + (f"; trainer on CPU {cpus[0]}, sattui on CPU {cpus[1]}" if args.pin else ""))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         for name in args.trainer or list(TRAINERS):
             ratios, runs = [], []
             for i in range(args.pairs):
-                alone = one_run(TRAINERS[name], args.window, False, out)
-                withs = one_run(TRAINERS[name], args.window, True, out)
+                alone = one_run(TRAINERS[name], args.window, False, out, trainer_cpus, sattui_cpus)
+                withs = one_run(TRAINERS[name], args.window, True, out, trainer_cpus, sattui_cpus)
                 ratios.append(withs["steps_per_s"] / alone["steps_per_s"])
                 runs.append(withs)
                 print(f"  {name} pair {i + 1}: alone {alone['steps_per_s']:.1f} steps/s, with sattui "
