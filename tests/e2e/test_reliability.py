@@ -485,7 +485,7 @@ def test_hung_crashing_garbage_and_slow_tool_leave_no_zombie_or_orphan(spinner, 
     trainer = spinner()
     out = tmp_path / "run.jsonl"
     env = {**os.environ, "PATH": os.pathsep.join([str(bindir), os.environ["PATH"]])}
-    proc = _popen_record("--pid", str(trainer.pid), "--backend", "mthreads", "--duration", "14",
+    proc = _popen_record("--pid", str(trainer.pid), "--backend", "mthreads", "--duration", "16",
                          "-o", str(out), env=env)
     me = psutil.Process(proc.pid)
     zombie_seen: dict[int, float] = {}  # pid -> first time seen as a zombie
@@ -591,7 +591,7 @@ def test_a_reused_pid_is_a_new_process_not_the_old_one_continued(tmp_path):
     out = tmp_path / "run.jsonl"
     try:
         worker_pid = int(trainer.stdout.readline())
-        rec = _popen_record("--pid", str(trainer.pid), "--duration", "7", "-o", str(out))
+        rec = _popen_record("--pid", str(trainer.pid), "--duration", "10", "-o", str(out))
         _wait_lines(out, 8)  # the header and a few ticks with the worker in them
         time.sleep(2.5)  # the worker builds up CPU time (the stranger must not inherit it)
         trainer.stdin.write("reuse\n")
