@@ -522,10 +522,10 @@ def test_nvml_errors_mid_run_through_the_real_cli(runs):
     assert gaps, "UNKNOWN never reached a record"
     assert gaps == list(range(gaps[0], gaps[-1] + 1)), f"None only in one stretch: {utils}"
     gap_t = [h200[i]["t"] for i in gaps]
-    assert unknown_from - 1.0 <= gap_t[0] and gap_t[-1] <= unknown_to + 0.1, gap_t
+    assert unknown_from - 1.5 <= gap_t[0] and gap_t[-1] <= unknown_to + 0.5, gap_t
     assert {u for u in utils if u is not None} == {98.0}  # the H200's fake value, unchanged
     (lost,) = res.events("card_lost")
-    assert lost["card"] == 1 and lose_at - 1.0 <= lost["t"] <= lose_at + 1.0, lost
+    assert lost["card"] == 1 and lose_at - 1.5 <= lost["t"] <= lose_at + 1.0, lost
     assert len(a100) >= 3 and all(r["t"] < lost["t"] for r in a100)
     assert all({k: r[k] for k in NVML_A100} == NVML_A100 for r in a100)
     assert h200[-1]["t"] >= NVML_FAULTS_DURATION - 1.0, "the H200 stopped with the A100"
