@@ -29,6 +29,7 @@ from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
+from sattui.states import strip_css
 from sattui.widgets import fmt
 from sattui.widgets.binning import BinCache
 from sattui.widgets.header import ViewState
@@ -49,23 +50,29 @@ class SessionUpdated(Message):
 class SattuiApp(App[int]):
     # Absolute, so that a subclass defined elsewhere (bench/tui_frame.py) finds it too.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
+    # The state strip's colours live with the states' letters (one home: sattui/states.py).
+    CSS = strip_css()
     TITLE = "sattui"
     ENABLE_COMMAND_PALETTE = True
 
+    # The help screen lists these (their tooltips) itself: a pair sharing a tooltip is one line.
     BINDINGS = [
         Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("w", "workers", "workers"),
-        Binding("s", "stacks", "stacks"),
-        Binding("p", "pause", "pause"),
+        Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        Binding("w", "workers", "workers", tooltip="workers: every process of the trainer's tree, CPU, state and I/O"),
+        Binding("s", "stacks", "stacks", tooltip="stacks: main-thread functions by share of samples, per state"),
+        Binding("p", "pause", "pause", tooltip="pause the view (sampling goes on); p again follows now"),
         # One footer entry for the pair: 80 columns hold no more.
-        Binding("left_square_bracket", "zoom(-1)", "zoom", key_display="[ ]", tooltip="zoom in ([) / out (])"),
-        Binding("right_square_bracket", "zoom(1)", "zoom out", key_display="]", show=False),
+        Binding("left_square_bracket", "zoom(-1)", "zoom", key_display="[ ]",
+                tooltip="zoom the time window in ([) / out (]): 30s 1m 2m 5m 15m 30m 1h"),
+        Binding("right_square_bracket", "zoom(1)", "zoom out", key_display="]", show=False,
+                tooltip="zoom the time window in ([) / out (]): 30s 1m 2m 5m 15m 30m 1h"),
         # priority: a focused scroll view would take ← → for sideways scrolling it never needs.
-        Binding("left", "scrub(-1)", "time", key_display="← →", tooltip="move the view back (←) / forward (→)",
-                priority=True),
-        Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True),
-        Binding("space", "play", "play", key_display="␣"),
+        Binding("left", "scrub(-1)", "time", key_display="← →", priority=True,
+                tooltip="move the view back / forward in time (live: pauses; replay: the cursor)"),
+        Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True,
+                tooltip="move the view back / forward in time (live: pauses; replay: the cursor)"),
+        Binding("space", "play", "play", key_display="␣", tooltip="replay: play / pause"),
     ]
 
     def __init__(self, session: Session, *, redraw_hz: float = DEFAULT_REDRAW_HZ,

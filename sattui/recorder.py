@@ -49,7 +49,7 @@ def classify_chunk(chunk: StackChunk, cuda: bool = False) -> None:
     """
     for s in chunk.samples:
         if s.is_main and s.frames:
-            s.activity = classify(s.frames, source_line=read_source_line, cuda=cuda)
+            s.state = classify(s.frames, source_line=read_source_line, cuda=cuda)
 
 
 @dataclass

@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.model import ACTIVITIES, Frame
+from sattui.model import Frame
+from sattui.states import COUNTED_NAMES, State
 from sattui.record import RecordingReader
 
 REPORT_FORMAT = "sattui.report/1"
@@ -203,7 +204,7 @@ class ReportBuilder:
     def states(self) -> dict[str, float]:
         if self.sampled_s <= 0:
             return {}
-        return {k: round(self.state_s[k] / self.sampled_s, 4) for k in ACTIVITIES if self.state_s.get(k)}
+        return {k: round(self.state_s[k] / self.sampled_s, 4) for k in COUNTED_NAMES if self.state_s.get(k)}
 
     def workers(self) -> int:
         return max(self._tick_workers.values(), default=0)

@@ -20,9 +20,10 @@ from sattui.widgets.viewdata import ViewData
 class CardScreen(SubScreen):
     BINDINGS = [
         *SubScreen.BINDINGS,
-        Binding("tab", "next_card(1)", "next card", show=False),
-        Binding("shift+tab", "next_card(-1)", "previous card", show=False),
-        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False) for d in range(10)),
+        Binding("tab", "next_card(1)", "next card", show=False, key_display="⇥", tooltip="next / previous card"),
+        Binding("shift+tab", "next_card(-1)", "previous card", show=False, key_display="⇧⇥", tooltip="next / previous card"),
+        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
+          for d in range(10)),
     ]
 
     def __init__(self, card: int) -> None:

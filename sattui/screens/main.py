@@ -20,10 +20,11 @@ ADVICE_MIN_LINES = 4  # the verdict's evidence and fix must stay readable at 80Ã
 
 class MainScreen(SattuiScreen):
     BINDINGS = [
-        Binding("enter", "open_selected", "card", tooltip="Open the selected card"),
-        Binding("up", "select(-1)", "previous card", show=False),
-        Binding("down", "select(1)", "next card", show=False),
-        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False) for d in range(10)),
+        Binding("enter", "open_selected", "card", tooltip="open the selected card"),
+        Binding("up", "select(-1)", "previous card", show=False, tooltip="select a card"),
+        Binding("down", "select(1)", "next card", show=False, tooltip="select a card"),
+        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
+          for d in range(10)),
     ]
 
     def __init__(self) -> None:

@@ -231,7 +231,7 @@ def parse_chrometrace(data: list[dict], *, t0: float, pid_filter: int | None = N
         tid, name, frames = _thread_of(list(stack), ctid, meta, pid)
         out.append(StackSample(
             t=t0 + start / 1e6, dur=(end - start) / 1e6, pid=pid, tid=tid, thread_name=name,
-            is_main=(tid == pid), active=True, frames=frames,
+            is_main=(tid == pid), frames=frames,
         ))
     return out
 

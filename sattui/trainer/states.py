@@ -36,9 +36,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sattui.model import ACTIVITIES, Frame
-
-STATES = ACTIVITIES + ("startup",)
+from sattui.model import Frame
+from sattui.states import NAMES as STATES
 
 SourceLine = Callable[[str, int], str | None]
 # (frames innermost-first, index of the frame being matched) -> bool

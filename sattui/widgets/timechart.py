@@ -20,11 +20,12 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from sattui.widgets.rows import STATE_GLYPHS, Columns, Line, Runs, columns_for
+from sattui.states import State
+from sattui.widgets.rows import Columns, Line, Runs, columns_for
 
 STYLE_NAMES = (
     "good", "warn", "bad", "nodata", "label", "selected", "sim", "bad-tag", "value", "dim", "head", "axis",
-    "bar", "cpu", "cpu-hot", "io", "k-R", "k-S", "k-D", "k-Z", *(f"st-{s}" for s in STATE_GLYPHS),
+    "bar", "cpu", "cpu-hot", "io", "k-R", "k-S", "k-D", "k-Z", *(s.style_class for s in State),
 )
 
 

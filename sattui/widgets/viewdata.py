@@ -210,7 +210,7 @@ class ViewData:
         for s in self.window("stack", pid, t0 - self.STACK_LOOKBACK_S):
             if s.t + s.dur <= t0:
                 continue
-            spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.activity))
+            spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.state))
         return spans
 
     def stack_spans(self, t0: float) -> dict[int, list[tuple[float, float, str | None]]]:

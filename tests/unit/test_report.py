@@ -11,7 +11,7 @@ IMP = Frame("_find_and_load", "<frozen importlib._bootstrap>", 1176)
 
 
 def _chunk(t, specs, pid=100):
-    samples = [StackSample(t0, dur, pid, tid, None, tid == pid, True, frames, activity=state)
+    samples = [StackSample(t0, dur, pid, tid, None, tid == pid, frames, state=state)
                for t0, dur, tid, frames, state in specs]
     return stacks_to_record(StackChunk(t, t + 2, pid, 20.0, samples))
 

@@ -58,7 +58,7 @@ def test_replay_loads_the_whole_recording():
     assert any(c.util and c.util > 50 for c in cards) and any(c.util == 0.0 for c in cards)
     pid = s.header["pid"]
     stacks = s.timeline.window("stack", pid, 0.0, s.duration + 1)
-    assert stacks and {x.activity for x in stacks} >= {"data_wait", "backward"}
+    assert stacks and {x.state for x in stacks} >= {"data_wait", "backward"}
     procs = s.processes(0.0, s.duration + 1)
     assert pid in procs and {p.role for ps in procs.values() for p in ps} >= {"main", "worker"}
     assert all(isinstance(k, int) for k in procs)
