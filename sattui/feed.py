@@ -9,7 +9,7 @@ kind                      key                                item
 ``proc``                  pid (pin thread: its tid)          ``ProcSample``
 ``stack``                 pid of the sampled process         ``StackSample`` (main thread only)
 ``event``                 ``0``                              ``Event``
-``finding``               ``0``                              finding ``dict``
+``finding``               ``0``                              ``Finding``
 ========================  =================================  ===================
 
 Only main-thread stack samples go to the Timeline: they carry the trainer's state and
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from sattui.findings import Finding
 from sattui.model import CardSample, Event, ProcSample, StackChunk
 from sattui.record import samples_from_record
 from sattui.timeline import Timeline
@@ -63,7 +64,7 @@ class Feed:
         elif kind == "event":
             self.add_event(event_from_record(rec))
         elif kind == "finding":
-            self.timeline.add("finding", 0, float(rec["t"]), rec)
+            self.timeline.add("finding", 0, float(rec["t"]), Finding.from_record(rec))
 
     def add_card(self, s: CardSample) -> None:
         self.timeline.add("card", s.card, s.t, s)

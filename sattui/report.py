@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.findings import Severity, evidence_text
 from sattui.model import Frame
 from sattui.states import COUNTED_NAMES, State
 from sattui.record import RecordingReader
@@ -172,7 +173,7 @@ class ReportBuilder:
             if int(tid) != pid or state is None:
                 continue
             dur = float(dur)
-            if state == "startup":
+            if state == State.STARTUP:
                 self.startup_s += dur
                 continue
             self.sampled_s += dur
@@ -330,34 +331,8 @@ def _fmt_cpu(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
-_SEV_LABEL = {"high": "HIGH", "medium": "MEDIUM", "low": "low", "info": "info"}
-
-
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
-
-
-def _fmt_value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, list):
-        out = []
-        for i, item in enumerate(v):
-            text = _fmt_value(item)
-            if sum(len(x) + 1 for x in out) + len(text) > 90:
-                out.append(f"… +{len(v) - i}")
-                break
-            out.append(text)
-        return "[" + ", ".join(out) + "]"
-    if isinstance(v, dict):
-        text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-        return text if len(text) <= 90 else text[:87] + "…"
-    return str(v)
-
-
-def _fmt_evidence(ev: dict[str, Any]) -> str:
-    parts = [f"{k}={_fmt_value(v)}" for k, v in ev.items() if v not in (None, [], {}, "")]
-    return ", ".join(parts)
 
 
 def _verdict_lines(rep: dict[str, Any]) -> list[str]:
@@ -370,7 +345,7 @@ def _verdict_lines(rep: dict[str, Any]) -> list[str]:
     if v.get("evaluations"):
         led = f" (led {v.get('led_share', 0) * 100:.0f}% of {v['evaluations']} evaluations"
         led += f", impact {v['impact'] * 100:.0f}%)" if v.get("impact") else ")"
-    lines = [f"verdict     {_SEV_LABEL.get(v['severity'], v['severity'])} {v['rule']}{where}: {v['summary']}{led}"]
+    lines = [f"verdict     {Severity(v['severity']).label} {v['rule']}{where}: {v['summary']}{led}"]
     eff = (rep.get("efficiency") or {}).get("job")
     if eff:
         lines.append(f"efficiency  job η {eff['eta']:.2f} ({eff['method']}), "
@@ -388,10 +363,10 @@ def _finding_lines(rep: dict[str, Any]) -> list[str]:
                             if f.get(k) is not None and f"{k} {f[k]}" not in f["summary"])
             seen = (f" [{f['evaluations']} eval., {f['first_t']:.0f}–{f['last_t']:.0f} s]"
                     if f.get("evaluations") else "")
-            lines.append(f"  {_SEV_LABEL.get(f['severity'], f['severity']):<6} {f['impact'] * 100:3.0f}%  "
+            lines.append(f"  {Severity(f['severity']).label:<6} {f['impact'] * 100:3.0f}%  "
                          f"{f['rule']}{where}{seen}")
             lines += _wrap(f["summary"], "          ")
-            ev = _fmt_evidence(f.get("evidence") or {})
+            ev = evidence_text(f.get("evidence"))
             if ev:
                 lines += _wrap("evidence: " + ev, "          ")
             if f.get("fix"):

@@ -29,6 +29,7 @@ from typing import Any
 
 from sattui.errors import RecordingError, SattuiError
 from sattui.feed import Feed
+from sattui.findings import Finding
 from sattui.model import Event, ProcSample
 from sattui.record import RecordingReader, RecordingWriter, make_header
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
@@ -89,17 +90,17 @@ class Session(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
-    def findings(self) -> list[dict[str, Any]]:
+    def findings(self) -> list[Finding]:
         """The findings of the newest advisor evaluation up to ``now()``; [] if none."""
         with self.lock:
             ring = self.timeline.series("finding", 0)
             if ring is None or not len(ring):
                 return []
-            recs = ring.window(-math.inf, _after(self.now()))
-        if not recs:
+            found: list[Finding] = ring.window(-math.inf, _after(self.now()))
+        if not found:
             return []
-        t_last = recs[-1]["t"]
-        return [r for r in recs if r["t"] == t_last]
+        t_last = found[-1].t
+        return [f for f in found if f.t == t_last]
 
     def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
         with self.lock:

@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sattui.model import Frame
-from sattui.states import NAMES as STATES
 
 SourceLine = Callable[[str, int], str | None]
 # (frames innermost-first, index of the frame being matched) -> bool
@@ -370,7 +369,7 @@ def explain(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
 
 def classify(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
              cuda: bool = False) -> str:
-    """The activity of one main-thread stack sample, one of :data:`STATES`.
+    """The activity of one main-thread stack sample, a :class:`sattui.states.State` name.
 
     ``frames`` innermost first, as py-spy gives them (names may be qualified, filenames
     absolute or py-spy's short form). ``source_line(filename, line)`` enables the rules

@@ -105,14 +105,12 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     if v is None:
         lines.append([("verdict ", "dim"), ("no findings yet", "dim")])
     else:
-        sev = str(v.get("severity") or "info")
-        impact = v.get("impact")
-        summary = str(v.get("summary") or v.get("rule"))
-        tail = f" (impact {impact:.0%})" if isinstance(impact, (int, float)) and sev in ("high", "medium") \
-            and f"{impact:.0%}" not in summary else ""
-        lines.append([(f" {sev.upper()} ", sev if sev in HEADER_STYLES else "info"), (" ", ""),
-                      (str(v.get("rule")), "value"), (": ", "dim"),
-                      (fit(summary + tail, max(10, width - len(sev) - len(str(v.get('rule'))) - 6)), "")])
+        sev = v.severity.value
+        summary = v.summary or v.rule
+        tail = f" (impact {v.impact:.0%})" if v.severity.at_least("medium") and f"{v.impact:.0%}" not in summary \
+            else ""
+        lines.append([(f" {sev.upper()} ", sev), (" ", ""), (v.rule, "value"), (": ", "dim"),
+                      (fit(summary + tail, max(10, width - len(sev) - len(v.rule) - 6)), "")])
 
     # degraded states, plainly, one line each
     probs: list[list[Run]] = []

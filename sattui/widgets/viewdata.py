@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.widgets.binning import BinCache
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:  # session.py is the session helper's; only its API is used he
 
 EPS = 1e-6
 ROLE_ORDER = {"main": 0, "rank": 1, "worker": 2, "pin": 3, "compile": 4, "other": 5}
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 # Events that put a line in the header while they hold (a later "recovered" clears them).
 PROBLEM_EVENTS = {
     "card_lost": "card_recovered",
@@ -33,11 +33,6 @@ PROBLEM_EVENTS = {
     "sampler_failing": "sampler_restart",
     "no_accelerator": None,
 }
-
-
-def finding_rank(f: dict[str, Any]) -> tuple[int, float]:
-    impact = f.get("impact")
-    return (SEVERITY_ORDER.get(str(f.get("severity")), 9), -(impact if isinstance(impact, (int, float)) else 0.0))
 
 
 @dataclass
@@ -64,18 +59,15 @@ class ViewData:
         return self.session.status()
 
     @cached_property
-    def findings(self) -> list[dict[str, Any]]:
+    def findings(self) -> list[Finding]:
         try:
             found = list(self.session.findings())
         except Exception as e:  # an advisor bug must not take the monitor down
-            return [{"rule": "advisor_error", "severity": "info", "impact": None,
-                     "summary": f"the advisor failed: {e}", "evidence": {}, "fix": None}]
-        found = [f for f in found if f.get("rule") not in (None, "healthy", "no_data")] + \
-                [f for f in found if f.get("rule") in ("healthy", "no_data")]
-        return sorted(found, key=finding_rank)
+            return [Finding("advisor_error", Severity.INFO, 0.0, f"the advisor failed: {e}")]
+        return view_order(found)
 
     @cached_property
-    def verdict(self) -> dict[str, Any] | None:
+    def verdict(self) -> Finding | None:
         return self.findings[0] if self.findings else None
 
     @cached_property

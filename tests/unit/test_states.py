@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from sattui.model import Frame
 from sattui.states import COUNTED_NAMES
+from sattui.states import NAMES as STATES
 from sattui.trainer.states import (
     RULES,
-    STATES,
     classify,
     explain,
     is_user_frame,
