@@ -26,6 +26,15 @@ SHOW_MONITOR_IN_HELP = True
 MONITOR_COMMANDS = ("replay", "demo")
 
 
+# `sattui` alone on a machine without an accelerator: where to go from here, not the
+# list of every backend that found nothing (`sattui doctor` gives that).
+NOTHING_TO_WATCH = f"""{PROG}: no accelerator found here, and no trainer to watch.
+  watch a training job:  {PROG} --pid PID   (or: {PROG} -- python train.py)
+  see it work:           {PROG} demo        (a bundled trainer, SIMULATED card)
+  why no accelerator:    {PROG} doctor
+"""
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -103,7 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print sattui.report/1 JSON")
 
     doc = sub.add_parser("doctor", help="what works on this machine, and why not",
-                         description="Check permissions and tools sattui needs.")
+                         description="Check permissions and tools sattui needs, and what containers and hosts "
+                                     "get wrong for a training job (with --pid: for that trainer).")
+    doc.add_argument("--pid", type=_pid, metavar="PID",
+                     help="check for this trainer: its PID namespace, ptrace access, /dev/shm, NVIDIA devices, "
+                          "CPU frequency, cgroup CPU limit against its DataLoader workers")
     doc.add_argument("--json", action="store_true")
     return p
 
@@ -221,10 +234,9 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
             # Cards only: say now, not on an empty screen, that there are none (probes are cheap).
             from sattui.vendors.base import probe_all
 
-            probes = probe_all()
-            if not any(p.available for p in probes):
-                why = "; ".join(f"{p.name}: {p.reason}" for p in probes)
-                raise SattuiError(f"no accelerator found ({why}); give --pid PID or -- CMD to watch a trainer")
+            if not any(p.available for p in probe_all()):
+                print(NOTHING_TO_WATCH, file=sys.stderr, end="", flush=True)
+                return 2
     log = args.mon_trainer_log
     if command and log is None:
         # The trainer must not write over the full screen: its output goes to a file.
@@ -338,7 +350,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sattui import doctor
 
-    d = doctor.run_doctor()
+    d = doctor.run_doctor(args.pid)
     print(doctor.format_json(d) if args.json else doctor.format_text(d))
     return 0
 

@@ -306,6 +306,25 @@ def is_python(comm: str, cmdline: list[str], exe: str | None = None) -> bool:
     return any(n.startswith("python") or n.startswith("pypy") for n in names if n)
 
 
+def python_by_name(pid: int) -> bool | None:
+    """``is_python`` from what ``/proc`` shows without ptrace rights (comm, cmdline).
+
+    For telling "not Python" from "no permission" when py-spy is refused: py-spy first
+    reads ``/proc/PID/exe``, which needs ptrace-read access, so a refused non-Python
+    process would otherwise pass for a Python one sattui may not read. None when the
+    process is gone.
+    """
+    comm = _read_text(f"/proc/{pid}/comm")
+    cmd = _read_cmdline(pid)
+    if comm is None or cmd is None:
+        return None
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    return is_python(comm.strip(), cmd[1], exe)
+
+
 # --------------------------------------------------------------------------- the tree
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from sattui.model import Event, Frame, StackChunk, StackSample
+from sattui.trainer.procs import python_by_name
 
 log = logging.getLogger(__name__)
 
@@ -678,6 +679,16 @@ class StackSampler:
         kind = classify_failure(stderr)
         self._last_error = _first_error_line(stderr) if stderr.strip() else f"exit status {rc}"
         self._last_rc = rc
+        if kind == "denied" and python_by_name(self.pid) is False:
+            # py-spy is refused at /proc/PID/exe before it can tell whether the target
+            # runs Python (a process the kernel guards even from root: pid 1 in a
+            # sandbox); its name says it does not, and no permission would change that.
+            if self._target_age() < NOT_PYTHON_GRACE_S:
+                return "retry_quiet"
+            self._set_status("not_python", f"pid {self.pid} ({_comm(self.pid)}) is not a Python process; "
+                                           f"py-spy may not read it either ({self._last_error})")
+            self._emit("not_python", "not a Python process", error=self._last_error)
+            return "stop"
         if kind == "denied":
             msg = f"no permission to read the stacks of pid {self.pid}: {PTRACE_HINT}"
             self._set_status("denied", msg)
@@ -766,6 +777,16 @@ def _clock_origin(t_spawn: float, t0_end: float | None) -> float:
     if t0_end <= t_spawn:
         return t0_end
     return 0.5 * (t_spawn + t0_end)
+
+
+def _comm(pid: int) -> str:
+    """The process name for a message: printable characters only (it is the target's to set)."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            name = f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return "?"
+    return "".join(c if c.isprintable() else "?" for c in name) or "?"
 
 
 def _size(path: Path) -> int:

@@ -116,3 +116,17 @@ def test_demo_starts_the_trainer_on_the_sim_card_and_stops_it(fake_ui):
     assert s.simulated and s.header["backend"] == "sim"
     assert "--sim-card" in s.command and "compute_bound" in s.command
     assert {c.pid for c in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_no_arguments_without_an_accelerator_points_at_the_demo_and_pid(capsys, fake_ui):
+    from sattui.vendors.base import probe_all
+
+    if any(p.available for p in probe_all()):
+        pytest.skip("this machine has an accelerator: `sattui` alone watches its cards")
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert "sattui demo" in err and "sattui --pid PID" in err and "sattui doctor" in err, err
+    # Where to go, not the list of every backend that found nothing (doctor has that).
+    assert "nvml" not in err and "rocm" not in err and "error" not in err, err
+    assert all(len(line) <= 80 for line in err.splitlines())
+    assert fake_ui["sessions"] == []

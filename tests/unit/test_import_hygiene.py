@@ -7,6 +7,7 @@ HEADLESS = [
     "sattui.cli", "sattui.model", "sattui.timeline", "sattui.record", "sattui.report", "sattui.recorder",
     "sattui.doctor", "sattui.trainer.procs", "sattui.trainer.stacks", "sattui.trainer.states",
     "sattui.trainer.env", "sattui.session", "sattui.vendors.sim", "sattui.demo.launch", "sattui.feed",
+    "sattui.hostcheck",
 ]
 
 
