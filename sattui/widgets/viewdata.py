@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
+from sattui.sampler_status import SamplerStatus
 from sattui.widgets.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
@@ -48,7 +49,7 @@ class ViewData:
 
     @property
     def live(self) -> bool:
-        return bool(getattr(self.session, "live", False))
+        return self.session.live
 
     @cached_property
     def header(self) -> dict[str, Any]:
@@ -222,10 +223,10 @@ class ViewData:
         st = self.status
         if st is None:
             return None
-        if st.sampler == "denied":
+        if st.sampler == SamplerStatus.DENIED:
             return "no stacks: py-spy has no ptrace permission (see the header)"
-        if st.sampler in ("missing", "not_python", "failing", "stopped", "target_gone"):
-            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.replace('_', ' ')}")
-        if st.sampler == "starting":
+        if st.sampler is not None and (st.sampler.terminal or st.sampler == SamplerStatus.STOPPED):
+            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.word}")
+        if st.sampler == SamplerStatus.STARTING:
             return "waiting for the first stack samples"
         return None
