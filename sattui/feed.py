@@ -22,7 +22,7 @@ from dataclasses import fields
 from typing import Any
 
 from sattui.findings import Finding
-from sattui.model import CardSample, Event, ProcSample, StackChunk
+from sattui.model import CardSample, Event, ProcSample
 from sattui.record import samples_from_record
 from sattui.timeline import Timeline
 
@@ -71,11 +71,6 @@ class Feed:
 
     def add_proc(self, s: ProcSample) -> None:
         self.timeline.add("proc", s.pid, s.t, s)
-
-    def add_chunk(self, chunk: StackChunk) -> None:
-        for s in chunk.samples:
-            if s.is_main:
-                self.timeline.add("stack", chunk.pid, s.t, s)
 
     def add_event(self, ev: Event) -> None:
         self.timeline.add("event", 0, ev.t, ev)

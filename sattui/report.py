@@ -66,7 +66,6 @@ class ReportBuilder:
         # Processes whose pid a later process took (a reused pid): kept, so each has its row.
         self.past_procs: list[_ProcAgg] = []
         self._exited_pids: set[int] = set()
-        self._last_proc_t: dict[int, float] = {}
         self._tick_workers: dict[float, int] = defaultdict(int)
         self.state_s: dict[str, float] = defaultdict(float)
         self.startup_s = 0.0

@@ -112,9 +112,6 @@ class ViewData:
             infos.setdefault(k, {"card": k, "name": None, "vendor": None})
         return [infos[k] for k in sorted(infos)]
 
-    def card_samples(self, card: int, t0: float) -> list[CardSample]:
-        return self.window("card", card, t0)
-
     def last_card(self, card: int) -> CardSample | None:
         """The newest sample at or before ``t_end`` (kept when the card stops reporting)."""
         ring = self.timeline.series("card", card)
@@ -205,14 +202,6 @@ class ViewData:
                 continue
             spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.state))
         return spans
-
-    def stack_spans(self, t0: float) -> dict[int, list[tuple[float, float, str | None]]]:
-        out = {}
-        for pid in self.stack_pids(t0):
-            spans = self.stack_spans_for(pid, t0)
-            if spans:
-                out[pid] = spans
-        return out
 
     def stack_samples(self, t0: float) -> list[StackSample]:
         return [s for pid in self.stack_pids(t0) for s in self.window("stack", pid, t0)]
