@@ -277,7 +277,9 @@ def connect(app: SattuiApp, session: Session) -> None:
     """Point a live session's ``on_update`` (called on its sampling thread) at the app."""
     if session.live:
         # A thread-safe post, never a UI call: the sampler must not wait for the screen.
-        session.on_update = lambda: app.post_message(SessionUpdated())
+        def on_update() -> None:
+            app.post_message(SessionUpdated())
+        session.on_update = on_update
 
 
 def run_app(session: Session, **kwargs: Any) -> int:

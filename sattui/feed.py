@@ -32,11 +32,14 @@ _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
 def card_from_record(rec: dict[str, Any]) -> CardSample:
-    return CardSample(**{k: rec.get(k) for k in _CARD_FIELDS})
+    # The reader has checked each field's type (sattui/record_schema.py).
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _CARD_FIELDS}
+    return CardSample(**fields_)
 
 
 def proc_from_record(rec: dict[str, Any]) -> ProcSample:
-    return ProcSample(**{k: rec.get(k) for k in _PROC_FIELDS})
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _PROC_FIELDS}
+    return ProcSample(**fields_)
 
 
 def event_from_record(rec: dict[str, Any]) -> Event:

@@ -9,6 +9,7 @@ fix; the advisor stops guessing causes that need stacks once one of those events
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl kernel.yama.ptrace_scope=0`; "
@@ -16,42 +17,71 @@ PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl ke
 
 
 class SamplerStatus(str, Enum):
-    word: str
-    loudness: str
-    problem: str | None
-    event: str | None
-    terminal: bool
-
-    def __new__(cls, value: str, word: str, loudness: str, problem: str | None, event: str | None,
-                terminal: bool) -> SamplerStatus:
-        obj = str.__new__(cls, value)
-        obj._value_ = value
-        obj.word = word            # the header's word for it
-        obj.loudness = loudness    # the header's style: dim, warn, bad
-        obj.problem = problem      # a header line of its own, for statuses that mean "no stacks"
-        obj.event = event          # the recording event that records it
-        obj.terminal = terminal    # the sampler will not sample again
-        return obj
-
-    STARTING = ("starting", "starting", "dim", None, None, False)
-    SAMPLING = ("sampling", "on", "value", None, None, False)
-    DENIED = ("denied", "no permission", "bad", "py-spy may not attach (no ptrace permission)",
-              "permission_denied", True)
-    NOT_PYTHON = ("not_python", "not Python", "warn", "the trainer is not a Python process: no stacks",
-                  "not_python", True)
-    MISSING = ("missing", "not installed", "warn", "py-spy is not installed: no stacks", "sampler_missing", True)
-    FAILING = ("failing", "failing", "bad", "py-spy keeps failing", "sampler_failing", True)
-    TARGET_GONE = ("target_gone", "target gone", "dim", None, "sampler_stopped", True)
-    STOPPED = ("stopped", "stopped", "dim", None, None, False)
+    STARTING = "starting"
+    SAMPLING = "sampling"
+    DENIED = "denied"
+    NOT_PYTHON = "not_python"
+    MISSING = "missing"
+    FAILING = "failing"
+    TARGET_GONE = "target_gone"
+    STOPPED = "stopped"
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def word(self) -> str:
+        """The header's word for it."""
+        return _SAY[self].word
+
+    @property
+    def loudness(self) -> str:
+        """The header's style for it: dim, value, warn, bad."""
+        return _SAY[self].loudness
+
+    @property
+    def problem(self) -> str | None:
+        """A header line of its own, for the statuses that mean "no stacks"."""
+        return _SAY[self].problem
+
+    @property
+    def event(self) -> str | None:
+        """The recording event that records it."""
+        return _SAY[self].event
+
+    @property
+    def terminal(self) -> bool:
+        """The sampler will not sample again."""
+        return _SAY[self].terminal
 
     @property
     def no_stacks(self) -> bool:
         """Stacks will not come (the advisor must not guess causes that need them)."""
         return self.problem is not None
 
+
+@dataclass(frozen=True)
+class _Say:
+    word: str
+    loudness: str
+    problem: str | None
+    event: str | None
+    terminal: bool
+
+
+_SAY = {
+    SamplerStatus.STARTING: _Say("starting", "dim", None, None, False),
+    SamplerStatus.SAMPLING: _Say("on", "value", None, None, False),
+    SamplerStatus.DENIED: _Say("no permission", "bad", "py-spy may not attach (no ptrace permission)",
+                               "permission_denied", True),
+    SamplerStatus.NOT_PYTHON: _Say("not Python", "warn", "the trainer is not a Python process: no stacks",
+                                   "not_python", True),
+    SamplerStatus.MISSING: _Say("not installed", "warn", "py-spy is not installed: no stacks", "sampler_missing",
+                                True),
+    SamplerStatus.FAILING: _Say("failing", "bad", "py-spy keeps failing", "sampler_failing", True),
+    SamplerStatus.TARGET_GONE: _Say("target gone", "dim", None, "sampler_stopped", True),
+    SamplerStatus.STOPPED: _Say("stopped", "dim", None, None, False),
+}
 
 _BY_EVENT = {s.event: s for s in SamplerStatus if s.event is not None}
 # Events after which the trainer's stacks will not come (docs/format.md "event").

@@ -136,7 +136,7 @@ class Session(ABC):
 
     def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
         with self.lock:
-            return {int(k): v for k, v in self.timeline.window_all("proc", t0, t1).items()}
+            return {k: v for k, v in self.timeline.window_all("proc", t0, t1).items() if isinstance(k, int)}
 
     def events(self, t0: float = -math.inf, t1: float | None = None) -> list[Event]:
         """Events in ``[t0, t1]`` (``t1`` defaults to ``now()``)."""

@@ -473,7 +473,6 @@ class Window:
     def job_util(self) -> float | None:
         return self.util_of(self.job_cards)
 
-    @cached_property
     def proc_alias_pids(self) -> set[str]:
         return set(self._aliases)
 

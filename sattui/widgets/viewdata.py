@@ -89,7 +89,7 @@ class ViewData:
         return [(k[0], {"message": e.message, "t": e.t, **e.data}) for k, e in live.items()]
 
     def lost_cards(self) -> set[int]:
-        return {d.get("card") for typ, d in self.problems if typ == "card_lost" and d.get("card") is not None}
+        return {d["card"] for typ, d in self.problems if typ == "card_lost" and isinstance(d.get("card"), int)}
 
     @cached_property
     def trainer_exit(self) -> dict[str, Any] | None:
