@@ -11,7 +11,7 @@ once for the visible screen.
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import time
 from pathlib import Path
 from collections.abc import Iterable
@@ -96,7 +96,7 @@ class SattuiApp(App[int]):
 
     @property
     def live(self) -> bool:
-        return bool(getattr(self.session, "live", False))
+        return self.session.live
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
@@ -125,7 +125,7 @@ class SattuiApp(App[int]):
     def _on_timer(self) -> None:
         now = time.monotonic()
         dt, self._last_tick = now - self._last_tick, now
-        if not self.live and getattr(self.session, "playing", False):
+        if self.session.playing:
             self.session.tick(dt)
             self._dirty = True
         self.redraw()
@@ -133,16 +133,14 @@ class SattuiApp(App[int]):
     # -- the view -------------------------------------------------------------------------
 
     def view_end(self) -> float:
-        if not self.live:
-            return float(getattr(self.session, "cursor", self.session.now()))
-        if self.paused_at is not None:
+        if self.live and self.paused_at is not None:
             return self.paused_at
         return float(self.session.now())
 
     def view_state(self) -> ViewState:
         return ViewState(window_s=self.window_s, paused=self.live and self.paused_at is not None,
-                         replay=not self.live, playing=bool(getattr(self.session, "playing", False)),
-                         duration=getattr(self.session, "duration", None), show_clock=self.show_clock)
+                         replay=not self.live, playing=self.session.playing,
+                         duration=self.session.duration, show_clock=self.show_clock)
 
     def redraw(self, force: bool = False) -> None:
         """Read the session once and hand that to the visible screen (if it is ours)."""
@@ -168,8 +166,8 @@ class SattuiApp(App[int]):
             return
         self.redraws += 1
 
-    def _locked(self) -> contextlib.AbstractContextManager[Any]:
-        return getattr(self.session, "lock", None) or contextlib.nullcontext()
+    def _locked(self) -> threading.RLock:
+        return self.session.lock
 
     # -- actions --------------------------------------------------------------------------
 
@@ -277,9 +275,11 @@ class SattuiApp(App[int]):
 
 def connect(app: SattuiApp, session: Session) -> None:
     """Point a live session's ``on_update`` (called on its sampling thread) at the app."""
-    if getattr(session, "live", False):
+    if session.live:
         # A thread-safe post, never a UI call: the sampler must not wait for the screen.
-        session.on_update = lambda: app.post_message(SessionUpdated())  # type: ignore[attr-defined]
+        def on_update() -> None:
+            app.post_message(SessionUpdated())
+        session.on_update = on_update
 
 
 def run_app(session: Session, **kwargs: Any) -> int:

@@ -10,7 +10,8 @@ from typing import Any
 import psutil
 
 from sattui import __version__
-from sattui.hostcheck.ptrace import CAP_SYS_PTRACE, PTRACE_FIX, effective_caps, ptrace_scope
+from sattui.hostcheck.ptrace import CAP_SYS_PTRACE, effective_caps, ptrace_scope
+from sattui.sampler_status import PTRACE_FIX
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
 __all__ = ["CAP_SYS_PTRACE", "PTRACE_FIX", "effective_caps", "run_doctor", "format_text", "format_json"]

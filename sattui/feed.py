@@ -22,7 +22,7 @@ from dataclasses import fields
 from typing import Any
 
 from sattui.findings import Finding
-from sattui.model import CardSample, Event, ProcSample, StackChunk
+from sattui.model import CardSample, Event, ProcSample
 from sattui.record import samples_from_record
 from sattui.timeline import Timeline
 
@@ -32,11 +32,14 @@ _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
 def card_from_record(rec: dict[str, Any]) -> CardSample:
-    return CardSample(**{k: rec.get(k) for k in _CARD_FIELDS})
+    # The reader has checked each field's type (sattui/record_schema.py).
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _CARD_FIELDS}
+    return CardSample(**fields_)
 
 
 def proc_from_record(rec: dict[str, Any]) -> ProcSample:
-    return ProcSample(**{k: rec.get(k) for k in _PROC_FIELDS})
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _PROC_FIELDS}
+    return ProcSample(**fields_)
 
 
 def event_from_record(rec: dict[str, Any]) -> Event:
@@ -71,11 +74,6 @@ class Feed:
 
     def add_proc(self, s: ProcSample) -> None:
         self.timeline.add("proc", s.pid, s.t, s)
-
-    def add_chunk(self, chunk: StackChunk) -> None:
-        for s in chunk.samples:
-            if s.is_main:
-                self.timeline.add("stack", chunk.pid, s.t, s)
 
     def add_event(self, ev: Event) -> None:
         self.timeline.add("event", 0, ev.t, ev)

@@ -203,7 +203,7 @@ class RecordingReader:
             if rec is None:
                 pending, pending_no = raw, self._line_no
                 continue
-            if rec is False:
+            if not isinstance(rec, dict):  # a line the reader skips
                 continue
             yield rec
         if pending is not None:

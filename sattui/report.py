@@ -8,49 +8,22 @@ capped).
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.findings import Severity, evidence_text
+from sattui.frames import frame_label, user_frame
 from sattui.model import Frame
-from sattui.states import COUNTED_NAMES, State
 from sattui.record import RecordingReader
+from sattui.sampler_status import NO_STACK_EVENTS
+from sattui.states import COUNTED_NAMES, State
 
 REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
 MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
-
-_LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "<string>")
-
-
-def is_library_file(filename: str) -> bool:
-    return any(m in filename for m in _LIB_MARKERS)
-
-
-def short_path(filename: str) -> str:
-    """``/…/site-packages/torch/optim/sgd.py`` → ``torch/optim/sgd.py``; stdlib → ``selectors.py``."""
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in filename:
-            return filename.rsplit(marker, 1)[1]
-    i = filename.find("/lib/python")
-    if i >= 0:
-        rest = filename[i + len("/lib/python"):]
-        return rest.split("/", 1)[1] if "/" in rest else rest
-    try:
-        rel = os.path.relpath(filename)
-    except ValueError:
-        return filename
-    return rel if not rel.startswith("../") else filename
-
-
-def frame_label(f: Frame) -> str:
-    where = short_path(f.filename)
-    return f"{f.name} ({where}:{f.line})" if f.line is not None else f"{f.name} ({where})"
-
 
 @dataclass
 class _ProcAgg:
@@ -93,7 +66,6 @@ class ReportBuilder:
         # Processes whose pid a later process took (a reused pid): kept, so each has its row.
         self.past_procs: list[_ProcAgg] = []
         self._exited_pids: set[int] = set()
-        self._last_proc_t: dict[int, float] = {}
         self._tick_workers: dict[float, int] = defaultdict(int)
         self.state_s: dict[str, float] = defaultdict(float)
         self.startup_s = 0.0
@@ -219,7 +191,7 @@ class ReportBuilder:
         total = self.sampled_s or 1.0
         groups: dict[tuple[str, str | None, str | None], list[Any]] = {}
         for (state, frames), secs in self.stack_s.items():
-            user = next((f for f in frames if not is_library_file(f.filename)), None)
+            user = user_frame(frames)
             leaf = frame_label(frames[0]) if frames else None
             key = (state, leaf, frame_label(user) if user else None)
             g = groups.setdefault(key, [0.0, frames, 0.0])
@@ -278,8 +250,7 @@ class ReportBuilder:
         }
 
     def _sampler_status(self) -> dict[str, Any]:
-        problems = [e for e in self.events if e.get("type") in
-                    ("permission_denied", "not_python", "sampler_missing", "sampler_failing")]
+        problems = [e for e in self.events if e.get("type") in NO_STACK_EVENTS]
         return {
             "rate_hz": max(self.rates) if self.rates else None,
             "chunks": self.stack_chunks,

@@ -14,6 +14,7 @@ magenta alike).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -21,6 +22,59 @@ class State(str, Enum):
     """A main-thread state, in display order; ``startup`` is counted apart (see
     :data:`EXCLUDED`)."""
 
+    DATA_WAIT = "data_wait"
+    DATA_INLINE = "data_inline"
+    SYNC = "sync"
+    H2D_COPY = "h2d_copy"
+    COLLECTIVE = "collective"
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    COMPILE = "compile"
+    CHECKPOINT = "checkpoint"
+    EVAL = "eval"
+    LOGGING = "logging"
+    OTHER = "other"
+    IDLE = "idle"
+    STARTUP = "startup"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def glyph(self) -> str:
+        """The strip's letter for it (unique, so the strip reads without colour)."""
+        return _LOOK[self].glyph
+
+    @property
+    def help(self) -> str:
+        return _LOOK[self].help
+
+    @property
+    def color(self) -> str:
+        return _LOOK[self].color
+
+    @property
+    def background(self) -> str | None:
+        return _LOOK[self].background
+
+    @property
+    def bold(self) -> bool:
+        return _LOOK[self].bold
+
+    @property
+    def text_style(self) -> str:
+        """The Rich style of its name in plain text (the stacks table)."""
+        return _LOOK[self].text_style
+
+    @property
+    def style_class(self) -> str:
+        """The chart's component-class suffix for this state (``chart--st-data_wait``)."""
+        return style_class(self.value)
+
+
+@dataclass(frozen=True)
+class _Look:
     glyph: str
     help: str
     color: str
@@ -28,46 +82,27 @@ class State(str, Enum):
     bold: bool
     text_style: str
 
-    def __new__(cls, value: str, glyph: str, help_text: str, color: str, background: str | None,
-                bold: bool, text_style: str) -> State:
-        obj = str.__new__(cls, value)
-        obj._value_ = value
-        obj.glyph = glyph
-        obj.help = help_text
-        obj.color = color
-        obj.background = background
-        obj.bold = bold
-        obj.text_style = text_style
-        return obj
 
-    # name, letter, help, strip colour, strip background, bold, Rich style for plain text
-    DATA_WAIT = ("data_wait", "W", "waiting for the DataLoader's next batch",
-                 "#ffffff", "#d7263d", True, "bold red")
-    DATA_INLINE = ("data_inline", "L", "loading data on the main thread (num_workers=0)",
-                   "#000000", "#e040fb", True, "bold magenta")
-    SYNC = ("sync", "S", "host waits for the device (.item(), .cpu(), synchronize)",
-            "#000000", "#f4d03f", False, "bold yellow")
-    H2D_COPY = ("h2d_copy", "H", "copying to the device", "#000000", "#ff9f43", False, "yellow")
-    COLLECTIVE = ("collective", "C", "all_reduce / barrier … (waiting for other ranks)",
-                  "#000000", "#26c6da", False, "bold cyan")
-    FORWARD = ("forward", "f", "forward pass", "#000000", "#66bb6a", False, "green")
-    BACKWARD = ("backward", "b", "backward pass", "#ffffff", "#2e7d32", False, "green")
-    OPTIMIZER = ("optimizer", "o", "optimizer step", "#000000", "#aed581", False, "green")
-    COMPILE = ("compile", "c", "torch.compile", "#ffffff", "#5c6bc0", False, "blue")
-    CHECKPOINT = ("checkpoint", "K", "saving a checkpoint", "#ffffff", "#8d6e63", False, "magenta")
-    EVAL = ("eval", "E", "evaluation loop", "#000000", "#64b5f6", False, "blue")
-    LOGGING = ("logging", "g", "logging / printing", "#ffffff", "#757575", False, "dim")
-    OTHER = ("other", "?", "none of the above", "#ffffff", "#616161", False, "dim")
-    IDLE = ("idle", ".", "sleeping / waiting on nothing known", "#9e9e9e", None, False, "dim")
-    STARTUP = ("startup", "~", "imports after attach (left out of every share)", "#757575", None, False, "dim")
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def style_class(self) -> str:
-        """The chart's component-class suffix for this state (``chart--st-data_wait``)."""
-        return style_class(self.value)
+_LOOK = {
+    State.DATA_WAIT: _Look("W", "waiting for the DataLoader's next batch", "#ffffff", "#d7263d", True, "bold red"),
+    State.DATA_INLINE: _Look("L", "loading data on the main thread (num_workers=0)", "#000000", "#e040fb", True,
+                             "bold magenta"),
+    State.SYNC: _Look("S", "host waits for the device (.item(), .cpu(), synchronize)", "#000000", "#f4d03f", False,
+                      "bold yellow"),
+    State.H2D_COPY: _Look("H", "copying to the device", "#000000", "#ff9f43", False, "yellow"),
+    State.COLLECTIVE: _Look("C", "all_reduce / barrier … (waiting for other ranks)", "#000000", "#26c6da", False,
+                            "bold cyan"),
+    State.FORWARD: _Look("f", "forward pass", "#000000", "#66bb6a", False, "green"),
+    State.BACKWARD: _Look("b", "backward pass", "#ffffff", "#2e7d32", False, "green"),
+    State.OPTIMIZER: _Look("o", "optimizer step", "#000000", "#aed581", False, "green"),
+    State.COMPILE: _Look("c", "torch.compile", "#ffffff", "#5c6bc0", False, "blue"),
+    State.CHECKPOINT: _Look("K", "saving a checkpoint", "#ffffff", "#8d6e63", False, "magenta"),
+    State.EVAL: _Look("E", "evaluation loop", "#000000", "#64b5f6", False, "blue"),
+    State.LOGGING: _Look("g", "logging / printing", "#ffffff", "#757575", False, "dim"),
+    State.OTHER: _Look("?", "none of the above", "#ffffff", "#616161", False, "dim"),
+    State.IDLE: _Look(".", "sleeping / waiting on nothing known", "#9e9e9e", None, False, "dim"),
+    State.STARTUP: _Look("~", "imports after attach (left out of every share)", "#757575", None, False, "dim"),
+}
 
 
 # Samples in these are counted apart and left out of every share.

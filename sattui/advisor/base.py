@@ -9,23 +9,18 @@ SM activity is ≥ 25 %, KempnerPulse).
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.findings import Finding, Severity
+from sattui.host import usable_cpus
+from sattui.sampler_status import NO_STACK_EVENTS
 
 HIGH_IMPACT = 0.20
 MEDIUM_IMPACT = 0.05
 
-# Events after which the trainer's stacks will not come (docs/format.md "event").
-NO_STACK_EVENTS = ("permission_denied", "not_python", "sampler_missing", "sampler_failing")
-
-PTRACE_FIX = ("grant ptrace so py-spy can attach: run sattui as root or as the trainer's user with "
-              "kernel.yama.ptrace_scope=0, or add CAP_SYS_PTRACE to the container "
-              "(docker run --cap-add SYS_PTRACE)")
 
 
 def severity_for(impact: float, floor: Severity | str | None = None, cap: Severity | str | None = None) -> Severity:
@@ -130,20 +125,3 @@ class AdvisorContext:
             if c.get("card") == card:
                 return c
         return {}
-
-
-def usable_cpus() -> int:
-    """CPUs this process may use: the affinity mask, limited by a cgroup v2 ``cpu.max``
-    quota (containers: ``os.cpu_count()`` overstates them, advisor-rules.md §2.1 P5)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    try:
-        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            n = max(1, min(n, int(int(quota) // int(period)) or 1))
-    except (OSError, ValueError):
-        pass
-    return max(1, n)

@@ -241,7 +241,6 @@ def _gpu_episodes(cs: CardStats) -> list[tuple[float, float]]:
     return eps
 
 
-STALL_CONTEXTS = ("checkpoint", "eval")
 MIN_PERIOD_S = 5.0
 
 

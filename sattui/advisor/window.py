@@ -473,10 +473,6 @@ class Window:
     def job_util(self) -> float | None:
         return self.util_of(self.job_cards)
 
-    @cached_property
-    def job_sm(self) -> float | None:
-        return self.sm_of(self.job_cards)
-
     def proc_alias_pids(self) -> set[str]:
         return set(self._aliases)
 

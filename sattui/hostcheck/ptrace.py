@@ -34,9 +34,6 @@ def security_modules() -> list[str] | None:
     raw = read_text("/sys/kernel/security/lsm")
     return [m for m in raw.strip().split(",") if m] if raw else None
 
-PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl kernel.yama.ptrace_scope=0`; "
-              "in a container add `--cap-add SYS_PTRACE`")
-
 
 def uid_of(pid: int) -> int | None:
     """The real uid of ``pid`` (``/proc/PID/status`` is readable without ptrace rights)."""

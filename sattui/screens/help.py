@@ -49,12 +49,14 @@ def _key_text(app: App[object] | None, binding: Binding) -> str:
     return app.get_key_display(binding) if app is not None else binding.key
 
 
-def key_lines(bindings: Iterable[Binding], app: App[object] | None = None) -> list[KeyLine]:
+def key_lines(bindings: Iterable[Binding | tuple[str, ...]], app: App[object] | None = None) -> list[KeyLine]:
     """``(keys, what)`` for each action, from the bindings themselves (never a hand copy):
     bindings that share a help text are one line (``[ ]``, ``← →``, ``0-9``)."""
     order: list[str] = []
     keys: dict[str, list[str]] = {}
     for b in bindings:
+        if not isinstance(b, Binding):
+            b = Binding(b[0], b[1], b[2] if len(b) > 2 else "")
         what = b.tooltip or b.description
         if not what:
             continue
@@ -108,8 +110,9 @@ def screen_keys(app: App[object]) -> list[tuple[str, list[KeyLine]]]:
     if app.ENABLE_COMMAND_PALETTE:
         everywhere.append(Binding(app.COMMAND_PALETTE_BINDING, "command_palette", "command palette",
                                   tooltip="command palette: every action by name"))
-    groups = [("everywhere", everywhere), ("on the main screen", MainScreen.BINDINGS),
-              ("on a card", CardScreen.BINDINGS), ("on the stacks screen", StacksScreen.BINDINGS)]
+    groups: list[tuple[str, Iterable[Binding | tuple[str, ...]]]] = [
+        ("everywhere", everywhere), ("on the main screen", MainScreen.BINDINGS),
+        ("on a card", CardScreen.BINDINGS), ("on the stacks screen", StacksScreen.BINDINGS)]
     seen: set[str] = set()
     out = []
     for where, bindings in groups:

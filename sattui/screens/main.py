@@ -48,7 +48,7 @@ class MainScreen(SattuiScreen):
         self._cards = [c["card"] for c in data.cards]
         if self.selected not in self._cards:
             self.selected = self._cards[0] if self._cards else None
-        header_h = len(header._runs)
+        header_h = header.line_count
         room = (self.size.height or self.app.size.height) - header_h - 1 - 1 - ADVICE_MIN_LINES
         lines = main_lines(data, axis, cols, room, self.selected if len(self._cards) > 1 else None)
         chart.set_lines(lines[: max(1, room)])

@@ -141,9 +141,9 @@ def chart(values: Sequence[float | None], scale: float, height: int,
             continue
         lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
         st = style if isinstance(style, str) else style(v)
-        for r in range(height):
-            fill = lv - 8 * (height - 1 - r)
-            rows[r].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
+        for i in range(height):
+            fill = lv - 8 * (height - 1 - i)
+            rows[i].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
     return [merge(r) for r in rows]
 
 

@@ -7,18 +7,11 @@ spans, weighted by how long they held (``dur``), so the shares are shares of tim
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sattui.model import Frame, StackSample
-from sattui.report import frame_label as _frame_label
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def frame_label(f: Frame) -> str:
-    # A training loop repeats the same few hundred frames: format each once.
-    return _frame_label(f)
+from sattui.frames import frame_label
+from sattui.model import StackSample
 
 
 @dataclass(slots=True)

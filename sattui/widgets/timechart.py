@@ -96,7 +96,8 @@ class TimeChart(Widget):
 
     @property
     def columns(self) -> Columns:
-        width = self.size.width or (self.parent.size.width if self.parent else 0) or self.app.size.width
+        parent = self.parent
+        width = self.size.width or (parent.size.width if isinstance(parent, Widget) else 0) or self.app.size.width
         return columns_for(width)
 
     @property
@@ -167,5 +168,6 @@ class TimeChart(Widget):
 
     def on_click(self, event: Click) -> None:
         y = event.y
-        if 0 <= y < len(self._lines) and self._lines[y].key:
-            self.post_message(self.LineClicked(self._lines[y].key))
+        key = self._lines[y].key if 0 <= y < len(self._lines) else None
+        if key:
+            self.post_message(self.LineClicked(key))

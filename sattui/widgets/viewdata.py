@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
+from sattui.sampler_status import SamplerStatus
 from sattui.widgets.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
@@ -48,7 +49,7 @@ class ViewData:
 
     @property
     def live(self) -> bool:
-        return bool(getattr(self.session, "live", False))
+        return self.session.live
 
     @cached_property
     def header(self) -> dict[str, Any]:
@@ -88,7 +89,7 @@ class ViewData:
         return [(k[0], {"message": e.message, "t": e.t, **e.data}) for k, e in live.items()]
 
     def lost_cards(self) -> set[int]:
-        return {d.get("card") for typ, d in self.problems if typ == "card_lost" and d.get("card") is not None}
+        return {d["card"] for typ, d in self.problems if typ == "card_lost" and isinstance(d.get("card"), int)}
 
     @cached_property
     def trainer_exit(self) -> dict[str, Any] | None:
@@ -110,9 +111,6 @@ class ViewData:
         for k in self.timeline.keys("card"):
             infos.setdefault(k, {"card": k, "name": None, "vendor": None})
         return [infos[k] for k in sorted(infos)]
-
-    def card_samples(self, card: int, t0: float) -> list[CardSample]:
-        return self.window("card", card, t0)
 
     def last_card(self, card: int) -> CardSample | None:
         """The newest sample at or before ``t_end`` (kept when the card stops reporting)."""
@@ -205,14 +203,6 @@ class ViewData:
             spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.state))
         return spans
 
-    def stack_spans(self, t0: float) -> dict[int, list[tuple[float, float, str | None]]]:
-        out = {}
-        for pid in self.stack_pids(t0):
-            spans = self.stack_spans_for(pid, t0)
-            if spans:
-                out[pid] = spans
-        return out
-
     def stack_samples(self, t0: float) -> list[StackSample]:
         return [s for pid in self.stack_pids(t0) for s in self.window("stack", pid, t0)]
 
@@ -222,10 +212,10 @@ class ViewData:
         st = self.status
         if st is None:
             return None
-        if st.sampler == "denied":
+        if st.sampler == SamplerStatus.DENIED:
             return "no stacks: py-spy has no ptrace permission (see the header)"
-        if st.sampler in ("missing", "not_python", "failing", "stopped", "target_gone"):
-            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.replace('_', ' ')}")
-        if st.sampler == "starting":
+        if st.sampler is not None and (st.sampler.terminal or st.sampler == SamplerStatus.STOPPED):
+            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.word}")
+        if st.sampler == SamplerStatus.STARTING:
             return "waiting for the first stack samples"
         return None

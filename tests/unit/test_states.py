@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sattui.frames import is_user_frame, read_source_line
 from sattui.model import Frame
 from sattui.states import COUNTED_NAMES
 from sattui.states import NAMES as STATES
@@ -24,9 +25,7 @@ from sattui.trainer.states import (
     RULES,
     classify,
     explain,
-    is_user_frame,
     parse_collapsed_line,
-    read_source_line,
 )
 
 STACKS = Path(__file__).resolve().parent.parent / "fixtures" / "stacks"
