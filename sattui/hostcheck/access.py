@@ -9,8 +9,8 @@ import subprocess
 
 from sattui.hostcheck.base import Check, printable
 from sattui.hostcheck.ptrace import has_cap_sys_ptrace, ptrace_scope, security_modules, uid_of
-from sattui.sampler_status import PTRACE_FIX
 from sattui.hostcheck.target import Target
+from sattui.sampler_status import PTRACE_FIX
 from sattui.trainer.procs import python_by_name
 from sattui.trainer.stacks import _py_spy_env, classify_failure, find_py_spy
 

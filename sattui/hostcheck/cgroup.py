@@ -120,7 +120,8 @@ def cpu_limit(pid: int | str = "self") -> CpuLimit:
 
 def _throttled(lim: CpuLimit) -> str:
     if lim.nr_periods:
-        return f"; throttled in {100 * (lim.nr_throttled or 0) / lim.nr_periods:.0f} % of its {lim.nr_periods} periods so far"
+        share = 100 * (lim.nr_throttled or 0) / lim.nr_periods
+        return f"; throttled in {share:.0f} % of its {lim.nr_periods} periods so far"
     return ""
 
 

@@ -79,13 +79,14 @@ def check_cpufreq(target: Target | None, sys_cpu: str = SYS_CPU) -> Check:
     govs = Counter(p.governor or "?" for p in pols for _ in p.cpus)
     cur = [p.cur_khz for p in pols if p.cur_khz]
     top = [p.max_khz for p in pols if p.max_khz]
-    details = {"cpufreq": True, "governors": dict(govs), "cur_khz_mean": sum(cur) / len(cur) if cur else None,
-               "max_khz_mean": sum(top) / len(top) if top else None}
+    cur_mean = sum(cur) / len(cur) if cur else None
+    top_mean = sum(top) / len(top) if top else None
+    details = {"cpufreq": True, "governors": dict(govs), "cur_khz_mean": cur_mean, "max_khz_mean": top_mean}
     whose = "the trainer's CPUs" if target is not None else "CPUs"
     gov_words = ", ".join(f"{g} on {n}" for g, n in govs.most_common())
     clock = ""
-    if cur and top:
-        c, m = details["cur_khz_mean"] / 1e6, details["max_khz_mean"] / 1e6
+    if cur_mean and top_mean:
+        c, m = cur_mean / 1e6, top_mean / 1e6
         clock = f"; now {c:.2f} GHz of {m:.2f} GHz max ({100 * c / m:.0f} %)"
     what = f"CPU frequency of {whose}: governor {gov_words}{clock}"
     if set(govs) - {"performance"}:

@@ -23,7 +23,8 @@ NVIDIA_MAJOR = 195  # /dev/nvidiaN and /dev/nvidiactl (Documentation/admin-guide
 FIX_RUNTIME = ("start the container with the NVIDIA runtime: `docker run --gpus all` (NVIDIA Container Toolkit) "
                "or `--runtime=nvidia`; Kubernetes: request `nvidia.com/gpu` in the pod's resources")
 FIX_UTILITY = ("add `utility` to the container's NVIDIA_DRIVER_CAPABILITIES "
-               "(`-e NVIDIA_DRIVER_CAPABILITIES=compute,utility`): it mounts libnvidia-ml, which sattui reads cards with")
+               "(`-e NVIDIA_DRIVER_CAPABILITIES=compute,utility`): it mounts libnvidia-ml, "
+               "which sattui reads cards with")
 FIX_COMPUTE = "add `compute` to the trainer container's NVIDIA_DRIVER_CAPABILITIES: CUDA needs it"
 NO_GPU = ("none", "void", "")
 
