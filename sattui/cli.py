@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from sattui import __version__
 from sattui.errors import SattuiError
-from sattui.vendors.base import BACKEND_NAMES
+from sattui.vendors.base import backend_names
 
 PROG = "sattui"
 # `replay` and `demo` stay out of --help until the full-screen monitor is released
@@ -47,11 +47,14 @@ def _pid(text: str) -> int:
 
 
 def _backend_name(text: str) -> str:
-    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
-    if text not in BACKEND_NAMES:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend {text!r}; one of: {', '.join(n for n in BACKEND_NAMES if n != 'sim')}")
+    if text not in backend_names():
+        raise argparse.ArgumentTypeError(f"unknown backend {text!r}; one of: {_advertised_backends()}")
     return text
+
+
+def _advertised_backends() -> str:
+    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
+    return ", ".join(n for n in backend_names() if n != "sim")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="py-spy sampling rate (default: see docs/sampling.md)")
     rec.add_argument("--no-stacks", action="store_true", help="do not run py-spy (processes only)")
     rec.add_argument("--backend", default="auto", metavar="NAME", type=_backend_name,
-                     help=f"card backend: {', '.join(n for n in BACKEND_NAMES if n != 'sim')} (default auto)")
+                     help=f"card backend: {_advertised_backends()} (default auto)")
     rec.add_argument("--card-interval", type=_positive_float, default=None, metavar="S",
                      help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
 

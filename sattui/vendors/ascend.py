@@ -29,23 +29,12 @@ import time
 from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample, Event
-from sattui.vendors._parse import CardReading, layout_error, num, one_line, pct, to_bytes
 from sattui.vendors.base import BackendError, ParseError, ToolError, register
-from sattui.vendors._table import (
-    Column,
-    TableToolBackend,
-    add_proc,
-    attach_processes,
-    find_key,
-    first_line,
-    mem_pair,
-    read_card_table,
-    search_version,
-    split_pair,
-    temp_c,
-    to_index,
-    watts,
-)
+from sattui.vendors.box_table import Column, attach_processes, find_key, read_card_table, split_pair
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading, add_proc
+from sattui.vendors.tool import first_line, search_version
+from sattui.vendors.values import layout_error, mem_pair, num, one_line, pct, temp_c, to_bytes, to_index, watts
 
 NPU_SMI = "npu-smi"
 
@@ -249,9 +238,10 @@ def parse_proc_mem(text: str) -> dict[int, dict[str, int | None]]:
 
 
 @register
-class AscendBackend(TableToolBackend):
+class AscendBackend(CliBackend):
     name = "ascend"
     vendor = "huawei"
+    auto_rank = 40
     # npu-smi takes ~0.5 s a call (more with many cards): a 2 s period keeps it a
     # small share of one core, and the per-NPU fallbacks fit in.
     min_interval_s = 2.0
@@ -309,9 +299,7 @@ class AscendBackend(TableToolBackend):
                 for r in readings.values():
                     if r.name == first.name:
                         r.sm_clock_max_mhz = rated
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        return list(self.cards.values())
+        return self._remember_cards(readings)
 
     def _fill_missing(self, readings: dict[int, CardReading]) -> None:
         """Per-NPU calls for what the overview left out (each NPU asked once)."""
@@ -340,8 +328,5 @@ class AscendBackend(TableToolBackend):
             self.discover()
         readings = self.read()
         self._fill_missing(readings)
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards[i]) for i, r in sorted(readings.items()) if i in self.cards]
-        self.events.extend(self._presence.update(i for i in readings if i in self.cards))
-        return out
+        return self._samples_of(readings)
 

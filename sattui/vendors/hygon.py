@@ -17,25 +17,12 @@ import os
 import shutil
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Tool,
-    ToolBackend,
-    bad_dir_component,
-    expect_unit,
-    is_index,
-    layout_error,
-    one_line,
-    pct,
-    version_probe,
-)
-from sattui.vendors.base import (
-    BackendUnavailable,
-    Probe,
-    find_tool,
-    register,
-)
+from sattui.vendors.base import BackendUnavailable, Probe, register
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import parse_rocm_smi_json
+from sattui.vendors.tool import Tool, find_tool, in_dir_named, version_probe
+from sattui.vendors.values import expect_unit, is_index, layout_error, one_line, pct
 
 HY_SMI_DIRS = ("/opt/hyhal/bin",)
 DTK_DIRS = ("/opt/dtk/bin", "/opt/hyhal/bin")
@@ -117,15 +104,16 @@ def find_hygon_tool() -> tuple[str | None, str | None, str | None]:
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return "rocm-smi", cand, None
     p = shutil.which("rocm-smi")
-    if p and bad_dir_component(p, HYGON_DIR_NAMES):
+    if p and in_dir_named(p, HYGON_DIR_NAMES):
         return "rocm-smi", p, None
     return None, None, "hy-smi not found (nor DTK's rocm-smi in /opt/dtk, /opt/hyhal)"
 
 
 @register
-class HygonBackend(ToolBackend):
+class HygonBackend(CliBackend):
     name = "hygon"
     vendor = "hygon"
+    auto_rank = 30
     # hy-smi is rocm-smi's Python CLI: ~0.3 s a call.
     min_interval_s = 0.5
     mode: str | None  # "json" | "concise"
@@ -149,9 +137,9 @@ class HygonBackend(ToolBackend):
         # Builds whose --json is broken or absent still print the concise table.
         readings = self._read_json_else_text(
             json_mode="json",
-            read_json=lambda: hy_smi.parse(parse_rocm_smi_json, hy_smi.run(*JSON_DISCOVER_ARGS), "--json"),
+            read_json=lambda: hy_smi.parse(parse_rocm_smi_json, hy_smi.run(*JSON_DISCOVER_ARGS), view="--json"),
             text_mode="concise",
-            read_text=lambda: hy_smi.run_parse((), parse_hy_smi_concise),
+            read_text=lambda: self._run_view((), parse_hy_smi_concise),
             text_view="the concise view")
         return self._remember_cards(readings)
 
@@ -160,8 +148,8 @@ class HygonBackend(ToolBackend):
             self.discover()
         assert self.tool is not None
         if self.mode == "json":
-            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), "--json")
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), view="--json")
         else:
-            readings = self.tool.run_parse((), parse_hy_smi_concise)
+            readings = self._run_view((), parse_hy_smi_concise)
         return self._samples_of(readings)
 

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Tool,
-    ToolBackend,
-    amd_value,
-    bad_dir_component,
+from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, Probe, ToolError, register
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading, add_proc
+from sattui.vendors.tool import Tool, find_tool, in_dir_named, version_probe
+from sattui.vendors.values import (
     clamp_pct,
     expect_unit,
     extract_json,
@@ -43,16 +42,6 @@ from sattui.vendors._parse import (
     pct,
     scale_bytes,
     to_bytes,
-    version_probe,
-)
-from sattui.vendors.base import (
-    BackendError,
-    BackendUnavailable,
-    ParseError,
-    Probe,
-    ToolError,
-    find_tool,
-    register,
 )
 
 # AMD's own install dirs only: /opt/dtk and /opt/hyhal hold Hygon's rocm-smi fork.
@@ -166,6 +155,21 @@ def rocm_smi_is_hygon(text: str) -> bool:
 
 
 # -- amd-smi JSON ----------------------------------------------------------------------
+
+def amd_value(obj: Any, what: str) -> tuple[float | None, str]:
+    """amd-smi's ``{"value": N, "unit": "W"}`` (or a bare number, or "N/A")."""
+    if isinstance(obj, dict):
+        if "value" not in obj:
+            raise layout_error(f"{what}: object without 'value'")
+        unit = obj.get("unit", "")
+        if not isinstance(unit, str):
+            unit = ""
+        x = num(obj["value"], what)
+        return x, unit.strip()
+    if isinstance(obj, list):
+        raise layout_error(f"{what}: list where a value was expected")
+    return num_unit(obj, what)
+
 
 def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
     """The per-GPU list, whether bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
@@ -355,10 +359,7 @@ def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
                 if isinstance(mu, dict) and "vram_mem" in mu else None
             if vram is None and "mem_usage" in info:
                 vram = _amd_bytes(info.get("mem_usage"), f"gpu {idx} pid {pid} mem_usage", "B")
-            if pid in procs and procs[pid] is not None and vram is not None:
-                procs[pid] = procs[pid] + vram  # type: ignore[operator]
-            elif pid not in procs or procs[pid] is None:
-                procs[pid] = vram
+            add_proc(procs, pid, vram)
     return out
 
 
@@ -422,8 +423,7 @@ def parse_amd_smi_default(text: str) -> dict[int, CardReading]:
                 gpu = int(m.group(1))
                 pid = m.group(2)
                 vram = to_bytes(m.group(5), binary=True, what=f"gpu {gpu} pid {pid} VRAM_MEM")
-                d = procs.setdefault(gpu, {})
-                d[pid] = (d.get(pid) or 0) + vram if vram is not None else d.get(pid)
+                add_proc(procs.setdefault(gpu, {}), pid, vram)
             continue
         cells = _cells(ln)
         if len(cells) != 2:
@@ -473,16 +473,17 @@ def find_amd_tool() -> tuple[str | None, str | None, str | None]:
         return "amd-smi", p, None
     p = find_tool("rocm-smi", AMD_TOOL_DIRS)
     if p:
-        if bad_dir_component(p, HYGON_DIRS):
+        if in_dir_named(p, HYGON_DIRS):
             return None, None, f"rocm-smi at {p} is Hygon DTK's (the hygon backend reads it)"
         return "rocm-smi", p, None
     return None, None, "amd-smi/rocm-smi not on PATH"
 
 
 @register
-class RocmBackend(ToolBackend):
+class RocmBackend(CliBackend):
     name = "rocm"
     vendor = "amd"
+    auto_rank = 20
     # amd-smi is a Python CLI taking ~0.3–1 s a call, and a tick calls it twice
     # (metrics + processes); rocm-smi alone is lighter (set per instance).
     min_interval_s = 1.0
@@ -515,17 +516,16 @@ class RocmBackend(ToolBackend):
     def _discover_amd_smi(self) -> dict[int, CardReading]:
         assert self.tool is not None
         self.min_interval_s = 1.0
-        amd_smi = self.tool
         # Not a JSON layout we know: the default summary table still has the numbers.
         readings = self._read_json_else_text(
             json_mode="amd-json",
-            read_json=lambda: amd_smi.run_parse(("metric", "--json"), parse_amd_smi_metric),
+            read_json=lambda: self._run_view(("metric", "--json"), parse_amd_smi_metric),
             text_mode="amd-text",
-            read_text=lambda: amd_smi.run_parse((), parse_amd_smi_default),
+            read_text=lambda: self._run_view((), parse_amd_smi_default),
             text_view="the default view")
         # Names, VRAM size and power cap: best effort (a second, slower call, once).
         try:
-            static = self.tool.run_parse(("static", "--json"), parse_amd_smi_static)
+            static = self._run_view(("static", "--json"), parse_amd_smi_static)
         except BackendError:
             static = {}
         for i, r in readings.items():
@@ -542,21 +542,21 @@ class RocmBackend(ToolBackend):
         if rocm_smi_is_hygon(text):
             raise BackendUnavailable(f"rocm-smi at {self.tool.path} is Hygon DTK's (the hygon backend reads it)")
         self.mode = "rocm-smi"
-        return self.tool.parse(parse_rocm_smi_json, text, "--json")
+        return self.tool.parse(parse_rocm_smi_json, text, view="--json")
 
     def sample(self) -> list[CardSample]:
         if self.tool is None or self.mode is None:
             self.discover()
         assert self.tool is not None
         if self.mode == "amd-json":
-            readings = self.tool.run_parse(("metric", "--json"), parse_amd_smi_metric)
+            readings = self._run_view(("metric", "--json"), parse_amd_smi_metric)
             procs = self._amd_procs()
             for i, r in readings.items():
                 r.procs = procs.get(i, {}) if procs is not None else None
         elif self.mode == "amd-text":
-            readings = self.tool.run_parse((), parse_amd_smi_default)
+            readings = self._run_view((), parse_amd_smi_default)
         else:
-            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), "--json")
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), view="--json")
         return self._samples_of(readings)
 
     def _amd_procs(self) -> dict[int, dict[str, int | None]] | None:
@@ -564,7 +564,7 @@ class RocmBackend(ToolBackend):
         if not self._procs_layout_ok or self.tool is None:
             return None
         try:
-            return self.tool.run_parse(("process", "--json"), parse_amd_smi_process)
+            return self._run_view(("process", "--json"), parse_amd_smi_process)
         except ParseError:
             self._procs_layout_ok = False  # an unknown layout will not change: stop asking
             return None

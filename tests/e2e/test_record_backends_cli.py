@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 
 from sattui.record import RecordingReader
-from sattui.vendors.base import AUTO_ORDER, DEFAULT_TOOL_TIMEOUT_S
+from sattui.vendors.base import auto_order
+from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S
 from tests.unit.test_vendor_biren import SYNTHETIC_TABLE as BIREN_SYNTHETIC_TABLE
 from tests.unit.test_vendor_hygon import HY_SMI_VERSION
 from tests.unit.test_vendor_intel import XPU_SMI_VERSION
@@ -40,6 +41,7 @@ from tests.unit.test_vendor_rocm import AMD_SMI_VERSION, ROCM_SMI_VERSION
 from tests.vendor_tools import install_tool, isolate_path
 
 REPO = Path(__file__).resolve().parents[2]
+AUTO_ORDER = auto_order()
 FIX = REPO / "tests" / "fixtures" / "vendors"
 NVML_SHIM = REPO / "tests" / "fixtures" / "pynvml_shim"
 NVML_SHIM_FAULTS = REPO / "tests" / "fixtures" / "pynvml_shim_faults"  # cards failing mid-run

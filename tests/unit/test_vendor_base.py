@@ -3,7 +3,8 @@ import time
 
 import pytest
 
-from sattui.vendors.base import BackendUnavailable, ToolError, open_backend, run_tool
+from sattui.vendors.base import BackendUnavailable, ToolError, open_backend
+from sattui.vendors.tool import run_tool
 
 
 def _script(tmp_path, name, body):
