@@ -71,7 +71,7 @@ def _assign_cards(chips: list[tuple[int, int, int | None]]) -> list[int]:
 def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
     """``npu-smi info`` → one reading per chip, keyed by card index.
 
-    ``extra`` carries ``npu``/``chip`` (for the per-NPU calls) and ``health``.
+    ``extra`` carries ``npu``/``chip`` (for the per-NPU calls).
     ``procs`` is ``{}`` for all chips when a process table is printed (a chip without
     rows runs nothing), ``None`` when there is no process table.
     """
@@ -89,7 +89,7 @@ def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
         bus = rec.get("bus-id")
         r = CardReading(index=-1, name=rec.get("name"),
                         bus=None if bus is None or bus.upper() in ("NA", "N/A", "-") else bus)
-        r.extra = {"npu": npu, "chip": chip, "health": rec.get("health")}
+        r.extra = {"npu": npu, "chip": chip}
         r.power_w = watts(rec.get(find_key(rec, "power(w)", contains=("power",)) or "power(w)"), f"{w} Power")
         r.temp_c = temp_c(rec.get(find_key(rec, "temp(c)", contains=("temp",)) or "temp(c)"), f"{w} Temp")
         r.util = pct(rec.get(find_key(rec, "aicore(%)", contains=("aicore",)) or "aicore(%)"), f"{w} AICore")
@@ -129,9 +129,10 @@ _PROC_LINE_RE = re.compile(r"Process id\s*:\s*(\d{1,9})\s+Process name\s*:\s*(.*
                            re.I)
 
 
-def _kv_blocks(text: str) -> tuple[int, list[tuple[int | None, dict[str, str], list[str]]]]:
-    """(NPU id, blocks): each blank-line-separated block as (chip id, first value per
-    key, raw lines). The MCU block ("Chip Name : mcu") is left out."""
+def _chip_blocks(text: str) -> list[tuple[int, dict[str, str], list[str]]]:
+    """Each blank-line-separated block of one chip as (chip id, first value per key, raw
+    lines). The MCU block ("Chip Name : mcu") is left out; no "NPU ID" line at all is a
+    view we do not know."""
     npu: int | None = None
     blocks: list[tuple[int | None, dict[str, str], list[str]]] = []
     cur: list[str] = []
@@ -159,17 +160,15 @@ def _kv_blocks(text: str) -> tuple[int, list[tuple[int | None, dict[str, str], l
     data = [b for b in blocks if set(b[1]) - {"npu id", "chip count"}]
     if data and all(b[0] is None for b in data) and len(data) == 1:
         data = [(0, data[0][1], data[0][2])]
-    return npu, [b for b in data if b[0] is not None]
+    return [(chip, kv, raw) for chip, kv, raw in data if chip is not None]
 
 
 def parse_usages(text: str) -> dict[int, CardReading]:
     """``npu-smi info -t usages -i N`` → per chip id: util (Aicore Usage Rate) and the
     memory size (HBM capacity, else DDR). Only a rate is printed for used memory, so
     ``mem_used`` stays unknown rather than rounded from it."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, CardReading] = {}
-    for chip, kv, _ in blocks:
-        assert chip is not None
+    for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
         r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
@@ -190,10 +189,8 @@ def parse_usages(text: str) -> dict[int, CardReading]:
 def parse_common(text: str) -> dict[int, CardReading]:
     """``npu-smi info -t common -i N`` → per chip id: util, AICore clock now and rated,
     temperature (the chip's, not the MCU's printed after it), power."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, CardReading] = {}
-    for chip, kv, _ in blocks:
-        assert chip is not None
+    for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
         r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
@@ -212,10 +209,8 @@ def parse_common(text: str) -> dict[int, CardReading]:
 
 def parse_proc_mem(text: str) -> dict[int, dict[str, int | None]]:
     """``npu-smi info -t proc-mem -i N`` → per chip id: pid → bytes (``{}``: none run)."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, dict[str, int | None]] = {}
-    for chip, kv, raw in blocks:
-        assert chip is not None
+    for chip, kv, raw in _chip_blocks(text):
         foreign = set(kv) - {"chip id", "process id", "chip name"}
         if foreign:
             # A usages/common view has a Chip ID too; reading it as "no processes"

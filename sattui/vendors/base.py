@@ -65,8 +65,8 @@ class Backend(ABC):
     vendor: ClassVar[str]
     verified: ClassVar[bool] = True
     # The least time between two samples: a tool that takes ~0.5 s a call (npu-smi)
-    # is not run at 10 Hz.
-    min_interval_s: ClassVar[float] = 0.5
+    # is not run at 10 Hz. A backend may set its own once it knows which tool it reads.
+    min_interval_s: float = 0.5
     # Where ``--backend auto`` tries this backend: lower first; None: only when named.
     auto_rank: ClassVar[int | None] = None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sattui.vendors.reading import CardReading, add_proc
 from sattui.vendors.tool import first_line
@@ -66,7 +66,7 @@ def _values(cell: str, words: bool, pairs: bool = True) -> list[tuple[str, int, 
     without ``pairs`` a lone "/" is a value of its own (cnmon's VF column)."""
     if not pairs:
         return [(m.group(), m.start(), m.end()) for m in _LABEL_RE.finditer(cell)]
-    out = []
+    out: list[tuple[str, int, int]] = []
     for m in _VALUE_RE.finditer(cell):
         if words and m.group("pair") is None and " " in m.group():
             out.extend((w.group(), m.start() + w.start(), m.start() + w.end()) for w in re.finditer(r"\S+", m.group()))
@@ -125,7 +125,6 @@ class TextTable:
     header: list[str]
     records: list[dict[str, str]]
     end: int  # index of the first line after the table
-    notes: list[str] = field(default_factory=list)  # "No running processes found …" rows
 
 
 def find_header(lines: Sequence[str], start: int, is_header: Callable[[set[str]], bool]) -> int | None:
@@ -166,7 +165,6 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
     header = list(lines[h0:j])
     per = rows_per_record or len(header)
     records: list[dict[str, str]] = []
-    notes: list[str] = []
     group: list[str] = []
     i = j
     while i < len(lines):
@@ -182,8 +180,7 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
             break
         if not group and stop is not None and stop(ln):
             break
-        if not group and _NO_PROCS_RE.search(ln):
-            notes.append(ln.strip(" |\t"))
+        if not group and _NO_PROCS_RE.search(ln):  # "No running processes found": no record
             i += 1
             continue
         group.append(ln)
@@ -200,7 +197,7 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
         i += 1
     if group:
         raise layout_error(f"{what}: output ends inside a record ({one_line(group[-1].strip())})")
-    return TextTable(header, records, i, notes)
+    return TextTable(header, records, i)
 
 
 def find_key(rec: dict[str, str], *names: str, contains: Sequence[str] = ()) -> str | None:

@@ -89,8 +89,6 @@ def parse_hy_smi_concise(text: str) -> dict[int, CardReading]:
             if uc in row:
                 r.util = pct(row[uc], f"{w} {uc}")
                 break
-        if "VRAM%" in row:
-            r.extra["vram_pct"] = pct(row["VRAM%"], f"{w} VRAM%")
         out[idx] = r
     if not out:
         raise layout_error("concise view: no DCU rows")

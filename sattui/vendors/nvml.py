@@ -203,7 +203,7 @@ class NvmlBackend(Backend):
     # First: in-process, no tool to start, and the richest source there is.
     auto_rank: ClassVar[int | None] = 10
     # NVML calls are cheap, but the two PCIe counters each wait ~20 ms per card.
-    min_interval_s: ClassVar[float] = 0.2
+    min_interval_s = 0.2
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:

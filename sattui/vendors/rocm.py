@@ -63,6 +63,13 @@ def _norm_keys(d: dict[str, Any]) -> dict[str, Any]:
     return {" ".join(str(k).lower().split()): v for k, v in d.items()}
 
 
+def _label(v: Any) -> str | None:
+    """A name or id as printed, or None where it is blank or "N/A"."""
+    if isinstance(v, str) and v.strip() and v.strip().upper() != "N/A":
+        return v.strip()
+    return None
+
+
 def _first(d: dict[str, Any], *keys: str) -> Any:
     """The first of ``keys`` with a value: an "N/A" edge sensor falls through to junction."""
     for k in keys:
@@ -134,15 +141,9 @@ def parse_rocm_smi_json(text: str) -> dict[int, CardReading]:
             if pm:
                 r.pcie_gen = pcie_gen_from_speed(num(pm.group(1), f"{key} pcie clock level"))
                 r.pcie_width = int(pm.group(2))
-        name = _first(d, "card series", "device name", "card sku", "market name")
-        if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
-            r.name = name.strip()
-        uid = _first(d, "unique id")
-        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
-            r.uuid = uid.strip()
-        bus = _first(d, "pci bus")
-        if isinstance(bus, str) and bus.strip():
-            r.bus = bus.strip()
+        r.name = _label(_first(d, "card series", "device name", "card sku", "market name"))
+        r.uuid = _label(_first(d, "unique id"))
+        r.bus = _label(_first(d, "pci bus"))
         out[idx] = r
     if not out:
         raise layout_error("rocm-smi JSON: no 'cardN' entries")
@@ -171,8 +172,10 @@ def amd_value(obj: Any, what: str) -> tuple[float | None, str]:
     return num_unit(obj, what)
 
 
-def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
-    """The per-GPU list, whether bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
+def _amd_gpus(text: str, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """(GPU index, its entry) of an amd-smi JSON answer, whether the per-GPU list is
+    bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
+    obj = extract_json(text, what)
     if isinstance(obj, dict) and "gpu_data" in obj:
         obj = obj["gpu_data"]
     elif isinstance(obj, dict) and "gpu" in obj:
@@ -186,7 +189,7 @@ def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
         g = it["gpu"]
         if not is_index(g):
             raise layout_error(f"{what}: 'gpu' is not an index")
-        items.append(it)
+        items.append((int(str(g).strip()), it))
     if not items:
         raise layout_error(f"{what}: no GPUs")
     return items
@@ -229,101 +232,87 @@ def _amd_bytes(obj: Any, what: str, default_unit: str = "MB") -> int | None:
     return scale_bytes(x, unit or default_unit, binary=True, what=what)
 
 
-def _amd_pcie(pcie: Any, r: CardReading, what: str) -> None:
-    if not isinstance(pcie, dict):
-        return
-    w = pcie.get("width")
-    if w is not None:
-        wx = _amd_num(w, f"{what} pcie width", ("",))
-        r.pcie_width = int(wx) if wx is not None else None
-    sp = pcie.get("speed")
-    if sp is not None:
-        x, unit = amd_value(sp, f"{what} pcie speed")
+def _amd_link(width: Any, speed: Any, width_what: str, speed_what: str) -> tuple[int | None, int | None]:
+    """(PCIe generation, lane count) from amd-smi's width and per-lane speed."""
+    lanes = _amd_num(width, width_what, ("",))
+    gen = None
+    if speed is not None:
+        x, unit = amd_value(speed, speed_what)
         if x is not None:
             # Reported in GT/s; some versions print MT/s.
-            gts = x / 1000.0 if unit.lower() == "mt/s" else x
-            r.pcie_gen = pcie_gen_from_speed(gts)
+            gen = pcie_gen_from_speed(x / 1000.0 if unit.lower() == "mt/s" else x)
+    return gen, int(lanes) if lanes is not None else None
+
+
+def _amd_readings(text: str, what: str, read: Callable[[dict[str, Any], CardReading, str], None]
+                  ) -> dict[int, CardReading]:
+    """One reading per GPU entry of an amd-smi JSON answer, filled by ``read(entry, reading, "gpu N")``."""
+    out: dict[int, CardReading] = {}
+    for idx, it in _amd_gpus(text, what):
+        r = out[idx] = CardReading(index=idx)
+        read(it, r, f"gpu {idx}")
+    return out
+
+
+def _read_metric(it: dict[str, Any], r: CardReading, w: str) -> None:
+    usage = it.get("usage")
+    if usage is not None and not isinstance(usage, (dict, str)):
+        raise layout_error(f"{w}: 'usage' is not an object")
+    r.util = clamp_pct(_amd_num(_sub(usage, "gfx_activity"), f"{w} gfx_activity", ("%",)))
+    r.dram_active = clamp_pct(_amd_num(_sub(usage, "umc_activity"), f"{w} umc_activity", ("%",)))
+    power = it.get("power")
+    r.power_w = _amd_watts(_first(power, "socket_power", "average_socket_power", "current_socket_power")
+                           if isinstance(power, dict) else None, f"{w} socket_power")
+    temp = it.get("temperature")
+    # An "N/A" edge sensor (MI300) falls through to hotspot.
+    r.temp_c = _amd_num(_first(temp, "edge", "hotspot", "junction") if isinstance(temp, dict) else None,
+                        f"{w} temperature", ("C",))
+    clock = it.get("clock")
+    if isinstance(clock, dict):
+        gfx = clock.get("gfx_0", clock.get("gfx"))
+        if isinstance(gfx, dict):
+            r.sm_clock_mhz = _amd_num(gfx.get("clk"), f"{w} gfx clk", ("MHz",))
+            r.sm_clock_max_mhz = _amd_num(gfx.get("max_clk"), f"{w} gfx max_clk", ("MHz",))
+    mem = it.get("mem_usage")
+    if isinstance(mem, dict):
+        r.mem_total = _amd_bytes(mem.get("total_vram"), f"{w} total_vram")
+        r.mem_used = _amd_bytes(mem.get("used_vram"), f"{w} used_vram")
+    pcie = it.get("pcie")
+    if isinstance(pcie, dict):
+        r.pcie_gen, r.pcie_width = _amd_link(pcie.get("width"), pcie.get("speed"), f"{w} pcie width",
+                                             f"{w} pcie speed")
 
 
 def parse_amd_smi_metric(text: str) -> dict[int, CardReading]:
     """``amd-smi metric --json`` → readings by GPU index."""
-    obj = extract_json(text, "amd-smi metric JSON")
-    out: dict[int, CardReading] = {}
-    for it in _gpu_items(obj, "amd-smi metric JSON"):
-        idx = int(str(it["gpu"]).strip())
-        w = f"gpu {idx}"
-        r = CardReading(index=idx)
-        usage = it.get("usage")
-        if usage is not None and not isinstance(usage, (dict, str)):
-            raise layout_error(f"{w}: 'usage' is not an object")
-        r.util = clamp_pct(_amd_num(_sub(usage, "gfx_activity"), f"{w} gfx_activity", ("%",)))
-        r.dram_active = clamp_pct(_amd_num(_sub(usage, "umc_activity"), f"{w} umc_activity", ("%",)))
-        power = it.get("power")
-        r.power_w = _amd_watts(_first(power, "socket_power", "average_socket_power", "current_socket_power")
-                               if isinstance(power, dict) else None, f"{w} socket_power")
-        temp = it.get("temperature")
-        # An "N/A" edge sensor (MI300) falls through to hotspot.
-        r.temp_c = _amd_num(_first(temp, "edge", "hotspot", "junction") if isinstance(temp, dict) else None,
-                            f"{w} temperature", ("C",))
-        clock = it.get("clock")
-        if isinstance(clock, dict):
-            gfx = clock.get("gfx_0", clock.get("gfx"))
-            if isinstance(gfx, dict):
-                r.sm_clock_mhz = _amd_num(gfx.get("clk"), f"{w} gfx clk", ("MHz",))
-                r.sm_clock_max_mhz = _amd_num(gfx.get("max_clk"), f"{w} gfx max_clk", ("MHz",))
-        mem = it.get("mem_usage")
-        if isinstance(mem, dict):
-            r.mem_total = _amd_bytes(mem.get("total_vram"), f"{w} total_vram")
-            r.mem_used = _amd_bytes(mem.get("used_vram"), f"{w} used_vram")
-        _amd_pcie(it.get("pcie"), r, w)
-        out[idx] = r
-    return out
+    return _amd_readings(text, "amd-smi metric JSON", _read_metric)
+
+
+def _read_static(it: dict[str, Any], r: CardReading, w: str) -> None:
+    r.name = _label(_sub(it.get("asic"), "market_name"))
+    vram = it.get("vram")
+    if isinstance(vram, dict):
+        r.mem_total = _amd_bytes(vram.get("size"), f"{w} vram size")
+    limit = it.get("limit")
+    if isinstance(limit, dict):
+        r.power_limit_w = _amd_watts(_first(limit, "socket_power", "max_power", "power_cap"),
+                                    f"{w} power limit")
+    bus = it.get("bus")
+    if isinstance(bus, dict):
+        r.bus = _label(bus.get("bdf"))
+        r.pcie_gen_max, r.pcie_width_max = _amd_link(bus.get("max_pcie_width"), bus.get("max_pcie_speed"),
+                                                     f"{w} max_pcie_width", f"{w} max_pcie_speed")
+        if r.pcie_gen_max is None:
+            gen = bus.get("pcie_interface_version")
+            if isinstance(gen, str):
+                gm = re.search(r"(\d+)", gen)
+                r.pcie_gen_max = int(gm.group(1)) if gm else None
+    r.uuid = _label(it.get("uuid"))
 
 
 def parse_amd_smi_static(text: str) -> dict[int, CardReading]:
     """``amd-smi static --json`` → names, VRAM size, power cap, PCIe maxima by GPU."""
-    obj = extract_json(text, "amd-smi static JSON")
-    out: dict[int, CardReading] = {}
-    for it in _gpu_items(obj, "amd-smi static JSON"):
-        idx = int(str(it["gpu"]).strip())
-        w = f"gpu {idx}"
-        r = CardReading(index=idx)
-        asic = it.get("asic")
-        if isinstance(asic, dict):
-            name = asic.get("market_name")
-            if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
-                r.name = name.strip()
-        vram = it.get("vram")
-        if isinstance(vram, dict):
-            r.mem_total = _amd_bytes(vram.get("size"), f"{w} vram size")
-        limit = it.get("limit")
-        if isinstance(limit, dict):
-            r.power_limit_w = _amd_watts(_first(limit, "socket_power", "max_power", "power_cap"),
-                                        f"{w} power limit")
-        bus = it.get("bus")
-        if isinstance(bus, dict):
-            bdf = bus.get("bdf")
-            if isinstance(bdf, str) and bdf.strip():
-                r.bus = bdf.strip()
-            mw = bus.get("max_pcie_width")
-            if mw is not None:
-                x = _amd_num(mw, f"{w} max_pcie_width", ("",))
-                r.pcie_width_max = int(x) if x is not None else None
-            ms = bus.get("max_pcie_speed")
-            if ms is not None:
-                x, unit = amd_value(ms, f"{w} max_pcie_speed")
-                if x is not None:
-                    r.pcie_gen_max = pcie_gen_from_speed(x / 1000.0 if unit.lower() == "mt/s" else x)
-            if r.pcie_gen_max is None:
-                gen = bus.get("pcie_interface_version")
-                if isinstance(gen, str):
-                    gm = re.search(r"(\d+)", gen)
-                    r.pcie_gen_max = int(gm.group(1)) if gm else None
-        uid = it.get("uuid")
-        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
-            r.uuid = uid.strip()
-        out[idx] = r
-    return out
+    return _amd_readings(text, "amd-smi static JSON", _read_static)
 
 
 def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
@@ -331,10 +320,8 @@ def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
 
     A GPU with no processes gives ``{}`` (known to be none), not ``None``.
     """
-    obj = extract_json(text, "amd-smi process JSON")
     out: dict[int, dict[str, int | None]] = {}
-    for it in _gpu_items(obj, "amd-smi process JSON"):
-        idx = int(str(it["gpu"]).strip())
+    for idx, it in _amd_gpus(text, "amd-smi process JSON"):
         procs: dict[str, int | None] = out.setdefault(idx, {})
         plist = it.get("process_list", [])
         if isinstance(plist, str) or plist is None:

@@ -16,9 +16,8 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, ToolError
@@ -89,11 +88,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 @dataclass
 class ToolRun:
-    argv: list[str]
     stdout: str
     stderr: str
     returncode: int
-    seconds: float = field(default=0.0)
 
 
 def first_line(text: str) -> str:
@@ -104,7 +101,6 @@ def run_tool(argv: Sequence[str], timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, ok_
     """Run a vendor tool: argument list, timeout, C locale; its failures as one-line errors."""
     argv = [str(a) for a in argv]
     tool = os.path.basename(argv[0])
-    t0 = time.monotonic()
     try:
         # Its own process group, so a timeout kills the tool and anything it started.
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -129,7 +125,7 @@ def run_tool(argv: Sequence[str], timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, ok_
         first = first_line(err + "\n" + out)
         how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
         raise ToolError(f"{tool} {how}" + (f": {first[:160]}" if first else ""))
-    return ToolRun(argv, out, err, proc.returncode, time.monotonic() - t0)
+    return ToolRun(out, err, proc.returncode)
 
 
 # -- versions -----------------------------------------------------------------------------
