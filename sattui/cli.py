@@ -14,11 +14,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
-from sattui.vendors.base import BACKEND_NAMES
+from sattui.vendors.base import AUTO, NONE, backend_names
 
 PROG = "sattui"
 # `replay` and `demo` stay out of --help until the full-screen monitor is released
@@ -48,14 +48,30 @@ def _pid(text: str) -> int:
 
 
 def _backend_name(text: str) -> str:
-    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
-    if text not in BACKEND_NAMES:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend {text!r}; one of: {', '.join(n for n in BACKEND_NAMES if n != 'sim')}")
+    # argparse runs this on the default too: "auto" must not import every backend.
+    if text not in (AUTO, NONE) and text not in backend_names():
+        raise argparse.ArgumentTypeError(f"unknown backend {text!r}; one of: {_advertised_backends()}")
     return text
 
 
+def _advertised_backends() -> str:
+    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
+    return ", ".join(n for n in backend_names() if n != "sim")
+
+
+class _Formatter(argparse.HelpFormatter):
+    # Naming the backends imports every backend module: done when help is printed, not
+    # on every start.
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        return text.replace("{backends}", _advertised_backends()) if text else text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2, as argparse does, minus the usage block
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -95,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="py-spy sampling rate (default: see docs/sampling.md)")
     rec.add_argument("--no-stacks", action="store_true", help="do not run py-spy (processes only)")
     rec.add_argument("--backend", default="auto", metavar="NAME", type=_backend_name,
-                     help=f"card backend: {', '.join(n for n in BACKEND_NAMES if n != 'sim')} (default auto)")
+                     help="card backend: {backends} (default auto)")
     rec.add_argument("--card-interval", type=_positive_float, default=None, metavar="S",
                      help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
 
