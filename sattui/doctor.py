@@ -10,9 +10,11 @@ from typing import Any
 import psutil
 
 from sattui import __version__
+from sattui.textsafe import clean_lines
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
 CAP_SYS_PTRACE = 19
+DOCTOR_LINE_MAX = 1000
 PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl kernel.yama.ptrace_scope=0`; "
               "in a container add `--cap-add SYS_PTRACE`")
 
@@ -140,7 +142,8 @@ def format_text(d: dict[str, Any]) -> str:
             lines.append("      unverified: parsed from no real output of this tool; please report what it prints")
     if d.get("backends") and not any(b["available"] and b["cards"] for b in d["backends"]):
         lines.append("no accelerator found: sattui records the trainer only")
-    return "\n".join(lines)
+    # Card names, versions and reasons are the vendor tools' words: escaped (sattui/textsafe.py).
+    return clean_lines(lines, DOCTOR_LINE_MAX)
 
 
 def format_json(d: dict[str, Any]) -> str:

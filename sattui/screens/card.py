@@ -3,12 +3,14 @@ decoded, the processes on it, and the trainer's state strip beneath on the same 
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
+from sattui.textsafe import clean
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis
 from sattui.widgets.header import StatusHeader, ViewState
@@ -55,11 +57,12 @@ class CardScreen(SubScreen):
             parts.append(f"PCIe gen{info['pcie_gen_max']} x{info.get('pcie_width_max') or '?'}")
         if self.card in data.lost_cards():
             parts.append("LOST")
-        title = " · ".join(parts)
+        # The name and vendor are the tool's words: escaped, and a Text, not markup.
+        title = clean(" · ".join(parts))
         t = self.query_one("#card-title", Static)
         if getattr(t, "_sattui_text", None) != title:
             t._sattui_text = title  # type: ignore[attr-defined]
-            t.update(title)
+            t.update(Text(title))
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)

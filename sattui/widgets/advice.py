@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from sattui.textsafe import clean
 from sattui.widgets.viewdata import ViewData
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan", "info": "dim"}
@@ -31,8 +32,9 @@ def _evidence(ev: Any) -> str:
 
 def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
     """``head`` then ``body`` wrapped under itself (a hanging indent), so the fix text of a
-    finding stays one block at 80 columns."""
-    lines = textwrap.wrap(body, max(20, width - len(head))) or [""]
+    finding stays one block at 80 columns. ``body`` may quote process and frame names:
+    escaped before it is wrapped."""
+    lines = textwrap.wrap(clean(body), max(20, width - len(head))) or [""]
     out.append("\n" + head, "dim")
     out.append(lines[0], style)
     for line in lines[1:]:
@@ -50,7 +52,7 @@ def advice_text(findings: list[dict[str, Any]], width: int = 80) -> Text:
             out.append("\n")
         sev = str(f.get("severity") or "info")
         out.append(f"{sev.upper():<6} ", SEVERITY_STYLE.get(sev, ""))
-        out.append(str(f.get("rule")), "bold")
+        out.append(clean(f.get("rule")), "bold")
         impact = f.get("impact")
         if isinstance(impact, (int, float)):
             out.append(f"  impact {impact:.0%}", "dim")
