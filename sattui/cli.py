@@ -227,14 +227,21 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
                 why = "; ".join(f"{p.name}: {p.reason}" for p in probes)
                 raise SattuiError(f"no accelerator found ({why}); give --pid PID or -- CMD to watch a trainer")
     log = args.mon_trainer_log
+    log_dir = None
     if command and log is None:
         # The trainer must not write over the full screen: its output goes to a file, in a
         # directory of its own whose name nobody can guess beforehand (mkdtemp, 0700), so no
         # link can be planted at it. It is kept: the user reads the log afterwards.
-        log = os.path.join(tempfile.mkdtemp(prefix="sattui-trainer-"), "trainer.log")
-    session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
-                          interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
-                          trainer_log=log if command else None, force=args.mon_force)
+        log_dir = tempfile.mkdtemp(prefix="sattui-trainer-")
+        log = os.path.join(log_dir, "trainer.log")
+    try:
+        session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
+                              interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
+                              trainer_log=log if command else None, force=args.mon_force)
+    except SattuiError:
+        if log_dir is not None:
+            os.rmdir(log_dir)  # nothing started, nothing written: leave no trace
+        raise
     code = _live(session)
     if command:
         _err(f"trainer output: {log}")
