@@ -77,10 +77,13 @@ class _Pane:
         _tmux("send-keys", "-t", self.name, *keys)
 
     def wait_for(self, *needles: str, timeout: float = 90.0) -> str:
+        """Until the pane shows every needle; the pane's title must stay ``TITLE`` all along."""
         screen = ""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             screen = self.screen()
+            title = self.title()
+            assert title == TITLE, f"the pane's title was changed to {title!r}; the pane:\n{screen}"
             if all(n in screen for n in needles):
                 return screen
             time.sleep(1.0)
