@@ -28,6 +28,7 @@ for a person goes through here. No Textual or Rich here: the headless commands u
 
 from __future__ import annotations
 
+import re
 import shlex
 import unicodedata
 from collections.abc import Iterable
@@ -41,6 +42,7 @@ _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # above: drawn as nothing, so a name could hide them.
 _IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
               (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0FFF))
+_IGNORABLE_RE = re.compile("[" + "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in _IGNORABLE) + "]")
 
 
 def _is_hidden(cp: int) -> bool:
@@ -79,7 +81,10 @@ def clean(text: object, limit: int | None = None) -> str:
     """``text`` with every hidden or control character visibly escaped, at most ``limit``
     characters long (cut with ``…``, never inside an escape). Idempotent."""
     s = text if isinstance(text, str) else str(text)
-    if not (s.isascii() and s.isprintable()):  # printable ASCII (the usual case) is already safe
+    # Fast path for the usual case: isprintable() is False for every Cc, Cf, Cs, Zl and Zp
+    # character (and for spaces other than " ", private use and unassigned code points,
+    # which translate() then keeps); the ignorable letters and marks are looked for apart.
+    if not s.isprintable() or (not s.isascii() and _IGNORABLE_RE.search(s)):
         s = s.translate(_TABLE)
     if limit is None or len(s) <= limit:
         return s
