@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
@@ -60,7 +61,7 @@ def _backend_name(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as argparse does, minus the usage block
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, as argparse does, minus the usage block
         # argparse quotes the user's arguments raw ("unrecognized arguments: …").
         self.exit(2, f"{self.prog}: error: {clean(message, ERROR_MAX)}\n")
 

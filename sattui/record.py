@@ -1,9 +1,10 @@
 """Recordings: JSON Lines, format ``sattui/1`` (docs/format.md documents every field).
 
 The writer creates the file with mode 0600 (a recording names processes and command
-lines) without following a link or replacing a file unasked (sattui/safefile.py), writes one object per line and flushes after every batch, so whatever stops
-sattui leaves a file that reads back, at worst with a torn last line. The reader
-streams: a 2 GB recording is read with bounded memory.
+lines), never through a link nor over a file unasked (sattui/safefile.py), writes one
+object per line and flushes after every batch, so whatever stops sattui leaves a file
+that reads back, at worst with a torn last line. The reader streams: a 2 GB recording
+is read with bounded memory.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def stacks_to_record(chunk: StackChunk) -> dict[str, Any]:
         if si is None:
             si = stack_ids[key] = len(stack_ids)
         threads.setdefault(str(s.tid), s.thread_name)
-        samples.append([round(s.t, 4), round(s.dur, 4), s.tid, si, s.activity])
+        samples.append([round(s.t, 4), round(s.dur, 4), s.tid, si, s.state])
     return {
         "kind": "stacks",
         "t": round(chunk.t, 4),
@@ -101,7 +102,7 @@ def samples_from_record(rec: dict[str, Any]) -> list[StackSample]:
     for t, dur, tid, si, state in rec["samples"]:
         out.append(StackSample(t=float(t), dur=float(dur), pid=pid, tid=int(tid),
                                thread_name=threads.get(str(tid)), is_main=int(tid) == pid,
-                               active=True, frames=stacks[si], activity=state))
+                               frames=stacks[si], state=state))
     return out
 
 
@@ -200,7 +201,7 @@ class RecordingReader:
             if rec is None:
                 pending, pending_no = raw, self._line_no
                 continue
-            if rec is False:
+            if not isinstance(rec, dict):  # a line the reader skips
                 continue
             yield rec
         if pending is not None:

@@ -136,7 +136,7 @@ def test_hostile_names_reach_the_tui_and_report_escaped_and_the_pane_title_stays
         pane.wait_for("\\x1b]0;PWN\\x07\\nX · ")  # the process name (comm) on the workers screen
         assert pane.title() == TITLE
         pane.keys("s")
-        pane.wait_for("\\x1b]0;FUNCPWN\\x07step\\nfn (/tmp/\\x1b[31mred\\x1b[0m\\nfile.py:")  # a stack frame
+        pane.wait_for("\\x1b]0;FUNCPWN\\x07step\\nfn (", "/\\x1b[31mred\\x1b[0m\\nfile.py:")  # a stack frame
         assert pane.title() == TITLE
         pane.keys("Escape")
         time.sleep(1.0)
@@ -173,7 +173,7 @@ def test_hostile_names_reach_the_tui_and_report_escaped_and_the_pane_title_stays
     assert _raw_controls(r.stdout + r.stderr) == []
     assert "'\\x1b]0;PWNED\\x07' '\\x1b[31mred\\nline2\\tTab'" in r.stdout
     assert "NVIDIA \\x1b]0;CARDPWN\\x07H200\\x1b[31m\\nX: util mean" in r.stdout
-    assert "\\x1b]0;FUNCPWN\\x07step\\nfn (/tmp/\\x1b[31mred\\x1b[0m\\nfile.py:" in r.stdout
+    assert "\\x1b]0;FUNCPWN\\x07step\\nfn (" in r.stdout and "/\\x1b[31mred\\x1b[0m\\nfile.py:" in r.stdout
     assert "\\x1b]0;PWN\\x07…" in r.stdout  # the process name, cut to its 16-column cell
     # `report --json` keeps the exact text (escaped by JSON, so the bytes are still safe).
     j = run_sattui("report", str(rec), "--json")
