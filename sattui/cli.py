@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,11 +240,12 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
         session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
                               interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
                               trainer_log=log if command else None, force=args.mon_force)
+        code = _live(session)
     except SattuiError:
-        if log_dir is not None:
-            os.rmdir(log_dir)  # nothing started, nothing written: leave no trace
+        # The command could not start (or nothing did): an empty default log says nothing.
+        if log_dir is not None and log is not None and not (os.path.exists(log) and os.path.getsize(log)):
+            shutil.rmtree(log_dir, ignore_errors=True)
         raise
-    code = _live(session)
     if command:
         _err(f"trainer output: {log}")
     return code
