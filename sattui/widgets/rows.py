@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sattui.states import State, glyph, style_class
+from sattui.textsafe import clean
 from sattui.vendors.nvml_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
@@ -151,8 +152,9 @@ def text(s: str, style: str = "") -> Runs:
 
 
 def fit(s: str, width: int) -> str:
-    """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines)."""
-    return s if len(s) <= width else s[: max(0, width - 1)] + "…"
+    """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines), its
+    control characters escaped first (names come from other users: sattui/textsafe.py)."""
+    return clean(s, max(1, width))
 
 
 def bar(frac: float | None, width: int) -> Runs:
