@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One Python frame as py-spy reports it (``name`` may be qualified)."""

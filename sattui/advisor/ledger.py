@@ -403,19 +403,19 @@ def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLed
             rl.wall_s += sum(counted.values())
             _merge(rl.states_s, counted)
             _merge(rl.causes_s, causes)
-            for c, d in detail.items():
-                _merge(rl.detail.setdefault(c, {}), d)
+            for cause, d in detail.items():
+                _merge(rl.detail.setdefault(cause, {}), d)
             per_bin[b] = (counted, causes)
         rank_bins[pid] = per_bin
     for c in w.job_cards:
         cs = w.cards[c]
-        pid = _card_pid(w, c, pids)
-        cl = job.cards[c] = CardLedger(c, pid, w.rank_of(pid) if pid is not None else None)
+        user = _card_pid(w, c, pids)
+        cl = job.cards[c] = CardLedger(c, user, w.rank_of(user) if user is not None else None)
         for b, util, dt in _card_bins(cs.samples, lo, hi):
             idle = max(0.0, 1.0 - util / 100.0) * dt
             cl.wall_s += dt
             cl.idle_s += idle
-            states, causes = rank_bins.get(pid, {}).get(b, ({}, {})) if pid is not None else ({}, {})
+            states, causes = rank_bins.get(user, {}).get(b, ({}, {})) if user is not None else ({}, {})
             by_state, by_cause = card_bin_causes(idle, states, causes)
             _merge(cl.by_state_s, by_state)
             _merge(cl.by_cause_s, by_cause)
