@@ -12,9 +12,12 @@ import psutil
 from sattui import __version__
 from sattui.hostcheck.ptrace import CAP_SYS_PTRACE, effective_caps, ptrace_scope
 from sattui.sampler_status import PTRACE_FIX
+from sattui.textsafe import clean_lines
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
 __all__ = ["CAP_SYS_PTRACE", "PTRACE_FIX", "effective_caps", "run_doctor", "format_text", "format_json"]
+
+DOCTOR_LINE_MAX = 1000
 
 
 def ptrace_check() -> dict[str, Any]:
@@ -141,7 +144,8 @@ def format_text(d: dict[str, Any]) -> str:
             lines.append("      unverified: parsed from no real output of this tool; please report what it prints")
     if d.get("backends") and not any(b["available"] and b["cards"] for b in d["backends"]):
         lines.append("no accelerator found: sattui records the trainer only")
-    return "\n".join(lines)
+    # Card names, versions and reasons are the vendor tools' words: escaped (sattui/textsafe.py).
+    return clean_lines(lines, DOCTOR_LINE_MAX)
 
 
 def format_json(d: dict[str, Any]) -> str:

@@ -7,10 +7,11 @@ import os
 import re
 import subprocess
 
-from sattui.hostcheck.base import Check, printable
+from sattui.hostcheck.base import Check
 from sattui.hostcheck.ptrace import has_cap_sys_ptrace, ptrace_scope, security_modules, uid_of
 from sattui.hostcheck.target import Target
 from sattui.sampler_status import PTRACE_FIX
+from sattui.textsafe import clean
 from sattui.trainer.procs import python_by_name
 from sattui.trainer.stacks import _py_spy_env, classify_failure, find_py_spy
 
@@ -23,7 +24,7 @@ def _first_line(text: str) -> str:
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("Stack backtrace", "For more information")):
-            return printable(line, 120)
+            return clean(line, 120)
     return "no message"
 
 

@@ -29,12 +29,6 @@ class Check:
                 "details": self.details}
 
 
-def printable(text: str, limit: int = 80) -> str:
-    """Text a process chose (its name, argv, environment) made safe for a terminal."""
-    out = "".join(c if c.isprintable() else "?" for c in text)
-    return out if len(out) <= limit else out[: limit - 1] + "…"
-
-
 def read_text(path: str) -> str | None:
     try:
         with open(path, "rb") as f:

@@ -15,8 +15,9 @@ import os
 import re
 import stat
 
-from sattui.hostcheck.base import Check, printable
+from sattui.hostcheck.base import Check
 from sattui.hostcheck.target import Target
+from sattui.textsafe import clean
 from sattui.trainer.env import read_allowed_env
 
 NVIDIA_MAJOR = 195  # /dev/nvidiaN and /dev/nvidiactl (Documentation/admin-guide/devices.txt)
@@ -84,7 +85,7 @@ def check_nvidia(target: Target | None) -> Check:
     if visible is None and not nodes and not driver:
         return Check("nvidia", "info", "no NVIDIA driver expected here (NVIDIA_VISIBLE_DEVICES unset, no /dev/nvidia* "
                      "device nodes, no driver in /proc/driver/nvidia)", None, details)
-    shown = printable(visible or "", 40)
+    shown = clean(visible or "", 40)
     if visible is not None and visible.strip().lower() in NO_GPU:
         return Check("nvidia", "warn", f"NVIDIA_VISIBLE_DEVICES={shown or '(empty)'}: the container runtime gives "
                      f"{who} no GPU", FIX_RUNTIME, details)
@@ -103,15 +104,15 @@ def check_nvidia(target: Target | None) -> Check:
             problems.append((f"/dev/nvidiactl cannot be opened: {err}", FIX_RUNTIME))
     caps = _caps(caps_value)
     if caps is not None and "all" not in caps and "compute" not in caps:
-        problems.append((f"NVIDIA_DRIVER_CAPABILITIES={printable(caps_value or '', 40)} lacks `compute`", FIX_COMPUTE))
+        problems.append((f"NVIDIA_DRIVER_CAPABILITIES={clean(caps_value or '', 40)} lacks `compute`", FIX_COMPUTE))
     own_caps = _caps(own_env.get("NVIDIA_DRIVER_CAPABILITIES"))
     if own_caps is not None and "all" not in own_caps and "utility" not in own_caps:
         problems.append((f"sattui's NVIDIA_DRIVER_CAPABILITIES="
-                         f"{printable(own_env['NVIDIA_DRIVER_CAPABILITIES'], 40)} lacks `utility`: "
+                         f"{clean(own_env['NVIDIA_DRIVER_CAPABILITIES'], 40)} lacks `utility`: "
                          "no NVML in this container", FIX_UTILITY))
     if problems:
         fixes = list(dict.fromkeys(f for _, f in problems))
         return Check("nvidia", "fail", "; ".join(p for p, _ in problems), "; ".join(fixes), details)
-    caps_words = f", capabilities {printable(caps_value, 40)}" if caps_value else ""
+    caps_words = f", capabilities {clean(caps_value, 40)}" if caps_value else ""
     return Check("nvidia", "ok", f"{who} has /dev/nvidiactl and {', '.join(gpus)}"
                  + (f" (NVIDIA_VISIBLE_DEVICES={shown}{caps_words})" if visible is not None else ""), None, details)

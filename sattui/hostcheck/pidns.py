@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 
-from sattui.hostcheck.base import Check, printable, read_text
+from sattui.hostcheck.base import Check, read_text
 from sattui.hostcheck.target import Target
+from sattui.textsafe import clean, clean_argv
 from sattui.trainer.procs import is_python, nspid_of
 
 # The inode of the initial PID namespace is fixed (include/linux/proc_ns.h,
@@ -50,7 +51,7 @@ def namesakes(pid: int) -> list[tuple[int, list[int], str]]:
             raw = read_text(f"/proc/{entry}/cmdline") or ""
             comm = (read_text(f"/proc/{entry}/comm") or "?").strip()
             cmd = [a for a in raw.split("\0") if a]
-            out.append((int(entry), ns, printable(" ".join(cmd) or comm, 60), is_python(comm, cmd)))
+            out.append((int(entry), ns, clean_argv(cmd, 60) if cmd else clean(comm, 60), is_python(comm, cmd)))
     # Python ones first: a trainer is what was meant.
     out.sort(key=lambda x: (not x[3], x[0]))
     return [(p, ns, name) for p, ns, name, _ in out]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from sattui.hostcheck.base import printable, read_text
+from sattui.hostcheck.base import read_text
+from sattui.textsafe import clean, clean_argv
 from sattui.trainer.procs import WORKER_COMM
 
 # Without persistent workers the DataLoader replaces its workers every epoch; a few
@@ -32,8 +33,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        cmd = " ".join(self.cmdline) or self.comm
-        return f"pid {self.pid} ({printable(cmd, 48)})"
+        return f"pid {self.pid} ({clean_argv(self.cmdline, 48) if self.cmdline else clean(self.comm, 48)})"
 
     @classmethod
     def of(cls, pid: int) -> Target | None:

@@ -39,6 +39,7 @@ import psutil
 
 from sattui.model import Event, Frame, StackChunk, StackSample
 from sattui.sampler_status import PTRACE_FIX, SamplerStatus
+from sattui.textsafe import clean
 from sattui.trainer.procs import python_by_name
 
 log = logging.getLogger(__name__)
@@ -775,13 +776,13 @@ def _clock_origin(t_spawn: float, t0_end: float | None) -> float:
 
 
 def _comm(pid: int) -> str:
-    """The process name for a message: printable characters only (it is the target's to set)."""
+    """The process name for a message, escaped (it is the target's to set: sattui/textsafe.py)."""
     try:
         with open(f"/proc/{pid}/comm", "rb") as f:
             name = f.read().decode("utf-8", "replace").strip()
     except OSError:
         return "?"
-    return "".join(c if c.isprintable() else "?" for c in name) or "?"
+    return clean(name, 32) or "?"
 
 
 def _size(path: Path) -> int:

@@ -7,13 +7,13 @@ re-set when it changed, so a steady screen costs no layout.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widget import Widget
 
 from sattui.sampler_status import SamplerStatus
+from sattui.textsafe import clean, clean_argv
 from sattui.widgets import fmt
 from sattui.widgets.rows import Run, fit
 from sattui.widgets.timechart import RunStyles
@@ -71,7 +71,8 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
         if isinstance(cmd, list) and cmd:
             # /root/.pyenv/versions/3.11.7/bin/python → python: the room is for the arguments.
             cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
-        who = f"pid {pid} " + (shlex.join(cmd) if isinstance(cmd, list) else str(cmd or ""))
+        # Escaped before it is cut, so the cut counts what is shown.
+        who = f"pid {pid} " + (clean_argv(cmd) if isinstance(cmd, list) else clean(cmd or ""))
     else:
         who = "no trainer (cards only)"
     room = max(8, width - right_len - 2)
@@ -176,5 +177,6 @@ class StatusHeader(Widget):
             if i:
                 out.append("\n")
             for t, name in line:
-                out.append(t, self._styles(name) if name else None)
+                # Messages quote tools and paths: every run is escaped on its way out.
+                out.append(clean(t), self._styles(name) if name else None)
         return out
