@@ -1,5 +1,5 @@
 """Command line: the monitor (``sattui [--pid PID | -- CMD]``), ``replay``, ``demo``,
-``record``, ``report``, ``doctor``.
+``record``, ``report``, ``export``, ``doctor``.
 
 Every failure a user can cause ends with one line on stderr and a non-zero exit. The
 full-screen UI (Textual) is imported only by the monitor commands, so ``record``,
@@ -101,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="summarise a recording", description="Summarise a recording.")
     rep.add_argument("file", metavar="FILE")
     rep.add_argument("--json", action="store_true", help="print sattui.report/1 JSON")
+
+    exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
+                         description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
+                                     "state slices per trainer process, counters per card and worker, "
+                                     "findings and events as instants (docs/format.md).")
+    exp.add_argument("file", metavar="FILE", help="the recording")
+    exp.add_argument("--perfetto", required=True, metavar="OUT.json", help="the trace to write")
+    exp.add_argument("--force", action="store_true", help="replace OUT.json if it exists")
 
     doc = sub.add_parser("doctor", help="what works on this machine, and why not",
                          description="Check permissions and tools sattui needs.")
@@ -335,6 +343,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from sattui.export_perfetto import export_perfetto
+
+    counts = export_perfetto(args.file, args.perfetto, force=args.force, on_warning=lambda w: _err(f"warning: {w}"))
+    _err(f"wrote {args.perfetto}: {counts['slices']} state slices, {counts['counters']} counter points, "
+         f"{counts['instants']} findings and events")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sattui import doctor
 
@@ -364,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "doctor":
             return cmd_doctor(args)
+        if args.command == "export":
+            return cmd_export(args)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "demo":
