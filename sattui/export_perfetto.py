@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shlex
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from typing import Any, TextIO
 from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.model import Frame
-from sattui.record import RecordingReader
+from sattui.record import RecordingReader, _clean
 from sattui.report import frame_label, is_library_file
 
 # Card tracks need pids no real process has: Linux pids stay below 2**22 (pid_max).
@@ -54,6 +55,40 @@ MAX_NAME = 120
 def _us(t: float) -> float:
     """Seconds since the recording's start → the format's microseconds (ns kept)."""
     return round(float(t) * 1e6, 3)
+
+
+_STR_CACHE: dict[str, str] = {}
+_LABEL_CACHE: dict[tuple[str, str, Any], str] = {}
+_CACHE_MAX = 20000
+
+
+def _js(text: str) -> str:
+    """``text`` as a JSON string; the few distinct names of a trace are encoded once."""
+    out = _STR_CACHE.get(text)
+    if out is None:
+        if len(_STR_CACHE) > _CACHE_MAX:
+            _STR_CACHE.clear()
+        out = _STR_CACHE[text] = json.dumps(text)
+    return out
+
+
+def _num(v: float) -> str:
+    # repr of a finite float or an int is what json.dumps writes for it
+    return repr(v)
+
+
+def _label(name: Any, filename: Any, line: Any) -> str:
+    key = (name, filename, line)
+    out = _LABEL_CACHE.get(key)
+    if out is None:
+        if len(_LABEL_CACHE) > _CACHE_MAX:
+            _LABEL_CACHE.clear()
+        out = _LABEL_CACHE[key] = frame_label(Frame(str(name), str(filename), line if isinstance(line, int) else None))
+    return out
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _short(text: str, n: int = MAX_NAME) -> str:
@@ -120,10 +155,21 @@ class PerfettoExporter:
             self._name_trainer(self.main_pid)
 
     def _emit(self, ev: dict[str, Any]) -> None:
+        # NaN is not JSON (a recording's reader lets it through): null, as the recorder writes it
+        self._raw(json.dumps(_clean(ev), separators=(",", ":"), allow_nan=False))
+
+    def _raw(self, text: str) -> None:
+        # The hot events (slices, counters) are formatted by hand: json.dumps per event
+        # was most of the export's time.
         if not self.first:
             self.out.write(",\n")
         self.first = False
-        self.out.write(json.dumps(ev, separators=(",", ":")))
+        self.out.write(text)
+
+    def _counter(self, pid: int, name: str, ts: float, cat: str, unit: str, value: float) -> None:
+        self._raw(f'{{"ph":"C","name":{_js(name)},"pid":{pid},"tid":{pid},"ts":{_num(ts)},"cat":"{cat}",'
+                  f'"args":{{{_js(unit)}:{_num(value)}}}}}')
+        self.counts["counters"] += 1
 
     def _meta(self, name: str, pid: int, args: dict[str, Any], tid: int | None = None) -> None:
         ev: dict[str, Any] = {"ph": "M", "name": name, "pid": pid, "args": args}
@@ -170,6 +216,8 @@ class PerfettoExporter:
     # -- records
 
     def add(self, rec: dict[str, Any]) -> None:
+        if not _finite(rec.get("t")):
+            return  # no time, no place on a timeline
         kind = rec.get("kind")
         if kind == "stacks":
             self._stacks(rec)
@@ -205,14 +253,12 @@ class PerfettoExporter:
         else:
             owner = self._owner(rank)
         cpu = rec.get("cpu")
-        if role not in CPU_ROLES or owner is None or not isinstance(cpu, (int, float)):
+        if role not in CPU_ROLES or owner is None or not _finite(cpu):
             return
         if owner not in self.names:
             self._name_trainer(owner)
         name = "CPU" if pid == owner else f"{role} {pid} CPU"
-        self._emit({"ph": "C", "name": name, "pid": owner, "tid": owner, "ts": _us(rec["t"]),
-                    "cat": "cpu", "args": {"cores": cpu}})
-        self.counts["counters"] += 1
+        self._counter(owner, name, _us(rec["t"]), "cpu", "cores", cpu)
 
     def _card(self, rec: dict[str, Any]) -> None:
         card = int(rec["card"])
@@ -222,10 +268,8 @@ class PerfettoExporter:
         ts = _us(rec["t"])
         for field, name, unit in CARD_COUNTERS:
             v = rec.get(field)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                self._emit({"ph": "C", "name": name, "pid": pid, "tid": pid, "ts": ts, "cat": "card",
-                            "args": {unit: v}})
-                self.counts["counters"] += 1
+            if _finite(v):
+                self._counter(pid, name, ts, "card", unit, v)
 
     def _stacks(self, rec: dict[str, Any]) -> None:
         pid = int(rec["pid"])
@@ -238,12 +282,13 @@ class PerfettoExporter:
             # The user's own innermost frame says most; else the innermost frame.
             if si not in labels:
                 frames = [rec["frames"][i] for i in rec["stacks"][si]]
-                fr = [Frame(str(n), str(fn), ln if isinstance(ln, int) else None) for n, fn, ln in frames]
-                pick = next((f for f in fr if not is_library_file(f.filename)), fr[0] if fr else None)
-                labels[si] = frame_label(pick) if pick is not None else None
+                pick = next((f for f in frames if not is_library_file(str(f[1]))), frames[0] if frames else None)
+                labels[si] = _label(*pick) if pick is not None else None
             return labels[si]
 
         for t, dur, _tid, si, state in samples:
+            if not (_finite(t) and _finite(dur)):
+                continue
             t, dur = float(t), float(dur)
             cur = self.open.get(pid)
             if state is None:  # unknown (a torn read): the slice ends here
@@ -268,12 +313,10 @@ class PerfettoExporter:
 
     def _close_slice(self, pid: int, s: _Slice) -> None:
         self.open.pop(pid, None)
-        args: dict[str, Any] = {"samples": s.samples}
-        if s.where:
-            args["where"] = s.where
         ts = _us(s.start)
-        self._emit({"ph": "X", "name": s.state, "cat": "state", "pid": pid, "tid": pid, "ts": ts,
-                    "dur": round(_us(s.end) - ts, 3), "args": args})
+        where = f',"where":{_js(s.where)}' if s.where else ""
+        self._raw(f'{{"ph":"X","name":{_js(s.state)},"cat":"state","pid":{pid},"tid":{pid},"ts":{_num(ts)},'
+                  f'"dur":{_num(round(_us(s.end) - ts, 3))},"args":{{"samples":{s.samples}{where}}}}}')
         self.counts["slices"] += 1
 
     def _finding(self, rec: dict[str, Any]) -> None:

@@ -238,3 +238,21 @@ def test_bad_input_is_one_line_and_leaves_no_trace_behind(tmp_path):
     assert r.returncode == 2 and "cannot write" in r.stderr and r.stderr.count("\n") == 1
     r = _cli("export", str(FIXTURES / "replay_starved.jsonl"))
     assert r.returncode == 2 and "--perfetto" in r.stderr
+
+
+def test_nan_in_a_recording_never_makes_invalid_json(tmp_path):
+    """The recording's reader accepts NaN (Python's json does); the trace must stay JSON."""
+    rec = tmp_path / "nan.jsonl"
+    header = make_header(pid=100, cmdline=["python"], backend="nvml", cards=[{"card": 0, "name": "x"}])
+    lines = [json.dumps(header),
+             '{"kind":"card","t":1.0,"card":0,"util":NaN,"power_w":Infinity,"mem_used":5}',
+             '{"kind":"proc","t":1.0,"pid":100,"ppid":1,"role":"main","rank":null,"name":"python","cpu":NaN}',
+             '{"kind":"finding","t":5.0,"rule":"x","severity":"low","impact":NaN,"summary":"s","evidence":{"a":NaN}}',
+             json.dumps(_chunk(0.0, [(0.0, 1.0, 100, (FWD,), "forward")]))]
+    rec.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "o.json"
+    export_perfetto(str(rec), str(out))
+    ev = load_trace(str(out))["traceEvents"]  # strict: NaN/Infinity would fail here
+    check_events(ev)
+    assert [e["args"] for e in ev if e["ph"] == "C"] == [{"bytes": 5}]
+    assert next(e for e in ev if e["ph"] == "i")["args"]["impact"] is None
