@@ -145,6 +145,8 @@ class Engine:
                                   launcher=info.get("launcher"), interval_s=self.interval_s,
                                   stack_rate_hz=self.rate_hz if self.stacks and self.tree else None,
                                   cpu_usable=usable_cpus())
+        if self.tree is not None and self.tree.finder is not None:
+            self.log(self.tree.looking_message())
         # `.item()`/`.to()` lines are host-device syncs and copies only when the job has a
         # real accelerator; on a CPU job (or the demo's simulated card) they are plain compute.
         self._on_accelerator = backend is not None and not any(c.simulated for c in cards)
@@ -201,6 +203,9 @@ class Engine:
             # a reader can tell the two apart. trainer_exited is written below, with the
             # exit code when there is one.
             out.extend(e.to_record() for e in events if e.type != "trainer_exited")
+            for e in events:
+                if e.type == "trainer_found":
+                    self.log(e.message)
             out.extend(p.to_record() for p in procs)
             self._start_samplers()
         self._drain(out)
@@ -301,18 +306,21 @@ class Engine:
     def _start_samplers(self) -> None:
         tree = self.tree
         assert tree is not None
-        if self.info.get("launcher"):
-            # A torchrun launcher only waits on its ranks: sample the ranks instead.
-            for rpid in tree.rank_pids().values():
-                self._start_sampler(rpid)
-        elif self.pid is not None:
-            self._start_sampler(self.pid)
+        # The trainer itself, or, under a launcher (a shell, torchrun, accelerate …), the
+        # trainers found below it: the launcher only waits on them.
+        for pid in tree.trainer_pids():
+            self._start_sampler(pid)
 
     def main_sampler(self) -> StackSampler | None:
-        """The sampler of the trainer (or of its lowest rank under torchrun)."""
+        """The sampler of the trainer (or of its lowest rank, or of the trainer found
+        below a launcher; a trainer found later replaces one that exited)."""
         if self.pid is not None and self.pid in self.samplers:
             return self.samplers[self.pid]
-        return next(iter(self.samplers.values()), None)
+        if self.tree is not None:
+            for pid in self.tree.trainer_pids():
+                if pid in self.samplers:
+                    return self.samplers[pid]
+        return next(reversed(self.samplers.values()), None)
 
     # -- the child we started
 

@@ -20,7 +20,8 @@ from sattui.record import RecordingReader
 REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
-MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
+MAX_PAST_PROCS = 10000
+MAX_FOUND = 100  # rows kept for processes whose pid was taken again later
 
 _LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "<string>")
 
@@ -102,6 +103,7 @@ class ReportBuilder:
         self.rates: set[float] = set()
         self.cards: dict[int, _CardAgg] = {}
         self.events: list[dict[str, Any]] = []
+        self.found: list[dict[str, Any]] = []  # trainers found below a launcher
 
     def add(self, rec: dict[str, Any]) -> None:
         t = float(rec["t"])
@@ -116,6 +118,9 @@ class ReportBuilder:
         elif kind == "event":
             if len(self.events) < 1000:
                 self.events.append(rec)
+            if rec.get("type") == "trainer_found" and len(self.found) < MAX_FOUND:
+                self.found.append({k: rec.get(k) for k in ("t", "pid", "rank", "under", "launcher", "reason",
+                                                           "message")})
             if rec.get("type") == "proc_exited" and isinstance(rec.get("pid"), int):
                 self._exited_pids.add(rec["pid"])
             if rec.get("type") in ("card_lost", "card_recovered") and isinstance(rec.get("card"), int):
@@ -246,6 +251,9 @@ class ReportBuilder:
                 "startup_excluded_s": round(self.startup_s, 2),
                 "sampler": self._sampler_status(),
             }
+            if h.get("launcher") or self.found:
+                trainer["launcher"] = h.get("launcher")
+                trainer["found"] = self.found
         cards = []
         infos = {c.get("card"): c for c in h.get("cards") or []}
         for c in sorted(set(infos) | set(self.cards), key=lambda x: (x is None, x)):
@@ -278,10 +286,15 @@ class ReportBuilder:
     def _sampler_status(self) -> dict[str, Any]:
         problems = [e for e in self.events if e.get("type") in
                     ("permission_denied", "not_python", "sampler_missing", "sampler_failing")]
+        problem = problems[-1].get("message") if problems else None
+        launcher = self.header.get("launcher")
+        if problem is None and launcher and not self.found and not self.stack_chunks:
+            what = "not a Python process" if launcher not in ("torchrun", "accelerate", "deepspeed") else "a launcher"
+            problem = f"{what} ({launcher}), and no trainer was found below it"
         return {
             "rate_hz": max(self.rates) if self.rates else None,
             "chunks": self.stack_chunks,
-            "problem": problems[-1].get("message") if problems else None,
+            "problem": problem,
         }
 
     @staticmethod
@@ -414,6 +427,11 @@ def format_text(rep: dict[str, Any]) -> str:
     if tr:
         cmd = " ".join(tr.get("cmdline") or []) or "?"
         lines.append(f"trainer     pid {tr['pid']}: {cmd}")
+        for f in tr.get("found") or []:
+            lines.append(f"            {f['t']:.0f} s: {f['message']}")
+        if tr.get("launcher") and not tr.get("found"):
+            lines.append(f"            no trainer found below it ({tr['launcher']}): no Python process with torch "
+                         "loaded, no rank, none owning DataLoader workers")
         lines.append(f"workers     {tr['workers']} DataLoader worker(s) at most at once")
     else:
         lines.append("trainer     none (cards-only recording)")

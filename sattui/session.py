@@ -211,6 +211,11 @@ class LiveSession(Session):
                 sampler, msg = "stopped", self.error
             else:
                 sampler = "starting"
+                tree = eng.tree
+                if tree is not None and tree.finder is not None and not tree.finder.found:
+                    msg = tree.looking_message()
+                    if "not a Python process" in msg:
+                        sampler = "not_python"
         alive: bool | None = None
         if has_trainer:
             # The tree notices an exit only once a tick; our own child's exit shows at once.

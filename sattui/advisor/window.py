@@ -386,6 +386,11 @@ class Window:
                        key=lambda p: (p.rank is None, p.rank, p.pid))
         if ranks:
             return [p.pid for p in ranks]
+        # A trainer found below a launcher (``bash train.sh``) is ``main``; the pid given
+        # (the header's) is then the launcher's.
+        mains = sorted(p.pid for p in self.procs.values() if p.role == "main")
+        if mains:
+            return mains
         if self.ctx.pid is not None:
             return [self.ctx.pid]
         return sorted(int(k) for k in self.timeline.keys("stack"))

@@ -57,6 +57,7 @@ import psutil
 from sattui.errors import TargetError
 from sattui.model import Event, ProcSample
 from sattui.trainer.env import read_allowed_env
+from sattui.trainer.launchers import Candidate, Found, TrainerFinder, printable, python_launcher
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -352,6 +353,42 @@ class ProcessTree:
         self._first = True
         self._main_gone = False
         self._children_file = os.path.exists(f"/proc/{pid}/task/{pid}/children")
+        # A launcher (a shell, srun, torchrun, accelerate …) is not the trainer: the
+        # finder looks below it every tick. Re-judged every tick: a shell may exec python.
+        self._root_python: bool | None = None
+        self.launcher: str | None = self._launcher_kind()
+        self.finder: TrainerFinder | None = TrainerFinder(pid) if self.launcher else None
+
+    def _launcher_kind(self) -> str | None:
+        """None when the root is the trainer itself (a Python process that launches
+        nothing), else what launches it: ``torchrun``, ``accelerate``, ``deepspeed``, or
+        the name of a non-Python root (``bash``, ``srun`` …)."""
+        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
+        got = _read_cmdline(self.pid)
+        cmdline = got[1] if got else []
+        try:
+            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
+        except OSError:
+            exe = None
+        self._root_python = is_python(comm, cmdline, exe)
+        if self._root_python:
+            return python_launcher(comm, cmdline)
+        return printable(comm or os.path.basename(cmdline[0]) if cmdline else comm or "?", 40)
+
+    def looking_message(self) -> str:
+        """What a launcher root means for sampling, for a person."""
+        what = "not a Python process" if self._root_python is False else f"a {self.launcher} launcher"
+        return (f"pid {self.pid} ({self.launcher}) is {what}: looking below it for the trainer "
+                "(a Python process with torch loaded, a rank, or one owning DataLoader workers)")
+
+    def trainer_pids(self) -> list[int]:
+        """The processes to sample: the root itself, or the trainers found below it."""
+        if self.finder is None:
+            return [self.pid] if not self._main_gone else []
+        return self.finder.pids()
+
+    def found(self) -> list[Found]:
+        return list(self.finder.found.values()) if self.finder is not None else []
 
     def _settle(self, timeout: float = 0.5) -> None:
         """Wait (briefly) until a just-started process shows its cmdline and environ.
@@ -399,7 +436,7 @@ class ProcessTree:
             "env_readable": env is not None,  # {} above can mean "not allowed to read"
             "nspid": nspid_of(self.pid),
             "python": is_python(comm, cmdline, exe),
-            "launcher": "torchrun" if is_launcher(comm, cmdline) else None,
+            "launcher": self.launcher,
         }
 
     def rank_pids(self) -> dict[int, int]:
@@ -418,6 +455,8 @@ class ProcessTree:
         first, self._first = self._first, False
 
         stats = self._walk()
+        if self.finder is not None and not self._main_gone:
+            self._find(stats, t, events)
         seen: set[int] = set()
         samples: list[ProcSample] = []
 
@@ -472,6 +511,53 @@ class ProcessTree:
         if new and not first:
             events.append(Event(t, "proc_started", f"{m.role} {pid} started ({m.name})",
                                 {"pid": pid, "role": m.role}))
+
+    # ------------------------------------------------------------------ launchers
+
+    def _find(self, stats: dict[int, _Stat], t: float, events: list[Event]) -> None:
+        """Re-judge the root (a shell may have exec'd python) and find the trainers below it."""
+        kind = self._launcher_kind()
+        assert self.finder is not None
+        if kind is None:  # the wrapper became the trainer (``exec python train.py``)
+            st = stats.get(self.pid)
+            m = self._members.get(self.pid)
+            if st is None:
+                return
+            events.append(self._found_event(t, Found(self.pid, st.start, None,
+                                                     f"{self.launcher} pid {self.pid} exec'd it"), m))
+            self.finder = None
+            self.launcher = None
+            if m is not None:
+                m.role = "main"
+            return
+        self.launcher = kind
+        cands: list[Candidate] = []
+        worker_parents: set[int] = set()
+        for pid, st in stats.items():
+            m = self._members.get(pid)
+            if m is not None and m.start == st.start:
+                cmdline = m.cmdline
+            else:
+                got = _read_cmdline(pid)
+                cmdline = got[1] if got else []
+            if st.comm == WORKER_COMM:
+                worker_parents.add(st.ppid)
+            text = _joined(cmdline)
+            helper = st.comm in (WORKER_COMM, PIN_COMM) or any(
+                x in text for x in _SPAWN_MARKERS + _INFRA_MARKERS + _COMPILE_MARKERS)
+            cands.append(Candidate(pid, st.ppid, st.start, st.comm, cmdline, is_python(st.comm, cmdline), helper))
+        for f in self.finder.scan(cands, worker_parents):
+            events.append(self._found_event(t, f, self._members.get(f.pid), next(
+                (c.cmdline for c in cands if c.pid == f.pid), None)))
+
+    def _found_event(self, t: float, f: Found, m: _Member | None, cmdline: list[str] | None = None) -> Event:
+        cmd = cmdline if cmdline is not None else (m.cmdline if m is not None else [])
+        shown = printable(" ".join([os.path.basename(cmd[0]), *cmd[1:]]) if cmd else "?", 80)
+        rank = f" (rank {f.rank})" if f.rank is not None else ""
+        msg = f"trainer{rank}: pid {f.pid} ({shown}), found under {self.launcher} pid {self.pid}: {f.reason}"
+        return Event(t, "trainer_found", msg, {"pid": f.pid, "rank": f.rank, "under": self.pid,
+                                                "launcher": self.launcher, "reason": f.reason,
+                                                "cmdline": list(cmd)})
 
     # ------------------------------------------------------------------ walking
 
@@ -580,18 +666,31 @@ class ProcessTree:
         parent = self._members.get(st.ppid)
         if parent is not None and (parent.zombie or parent.owner is not None):
             parent = None
+        finder = self.finder
+        found = finder.found.get(m.pid) if finder is not None else None
+        if found is not None and found.start == m.start:
+            m.role, m.fallback, m.rank = found.role, False, found.rank
+            return
+        if finder is not None and m.pid == self.pid:
+            # The launcher: ``main`` (what was given) until a trainer shows up below it.
+            m.role, m.fallback = ("other" if finder.ever_found else "main"), False
+            m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
+            return
         if parent is None and m.pid != self.pid and m.ticks is not None:
             return  # orphan (or parent left the tree): keep what we knew
+        # A launcher's children are never its DataLoader workers (a shell forks subshells
+        # that share its command line until they exec).
+        launcher_child = finder is not None and parent is not None and parent.pid == self.pid
         role, fallback = role_of(
-            st.comm, m.cmdline, is_main=m.pid == self.pid,
-            parent_role=parent.role if parent else None,
+            st.comm, m.cmdline, is_main=m.pid == self.pid and finder is None,
+            parent_role="other" if launcher_child else parent.role if parent else None,
             parent_cmdline=parent.cmdline if parent else None,
             env_rank=m.env_rank, parent_env_rank=parent.env_rank if parent else None,
         )
         if fallback and m.trainer:
             role, fallback = "rank", False
         m.role, m.fallback = role, fallback
-        if role == "rank" or m.pid == self.pid:
+        if role == "rank" or (m.pid == self.pid and self.finder is None):
             m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
         else:
             m.rank = parent.rank if parent else None

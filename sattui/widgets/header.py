@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
+from sattui.trainer.launchers import printable
 from sattui.widgets import fmt
 from sattui.widgets.rows import Run, fit
 from sattui.widgets.timechart import RunStyles
@@ -73,6 +74,19 @@ def sampler_runs(data: ViewData) -> list[Run]:
     return [("no stacks", "warn")]
 
 
+def found_trainers(data: ViewData) -> list[dict]:
+    """The trainers found below a launcher that are still running at ``t_end``, by rank
+    (``trainer_found`` events; one that exited is replaced by the next one found)."""
+    found: dict[int, dict] = {}
+    for ev in data.events:
+        pid = ev.data.get("pid")
+        if ev.type == "trainer_found" and isinstance(pid, int):
+            found[pid] = ev.data
+        elif ev.type == "proc_exited" and pid in found:
+            del found[pid]
+    return sorted(found.values(), key=lambda d: (d.get("rank") is None, d.get("rank") or 0, d.get("pid") or 0))
+
+
 def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]:
     h = data.header
     st = data.status
@@ -94,6 +108,19 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             # /root/.pyenv/versions/3.11.7/bin/python → python: the room is for the arguments.
             cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
         who = f"pid {pid} " + (shlex.join(cmd) if isinstance(cmd, list) else str(cmd or ""))
+        found = found_trainers(data)
+        if found:
+            # Under a launcher: the trainer(s) found below it, and what they are under.
+            f = found[0]
+            fcmd = f.get("cmdline")
+            fcmd = [os.path.basename(fcmd[0]) or fcmd[0], *fcmd[1:]] if isinstance(fcmd, list) and fcmd else []
+            rank = f"rank {f['rank']} " if f.get("rank") is not None else ""
+            more = f" +{len(found) - 1} more" if len(found) > 1 else ""
+            who = (f"{rank}pid {f.get('pid')} {shlex.join(map(str, fcmd))}{more} "
+                   f"(under {h.get('launcher') or f.get('launcher')} pid {pid})")
+        elif h.get("launcher") and st is not None and st.sampler == "starting":
+            who += f"  (a {h.get('launcher')} launcher: looking for the trainer below it)"
+        who = printable(who, 400)
     else:
         who = "no trainer (cards only)"
     room = max(8, width - right_len - 2)
