@@ -128,6 +128,7 @@ class PerfettoExporter:
         self.thread_named: set[int] = set()
         self.rank_pid: dict[int | None, int] = {}  # rank → pid of its trainer process
         self.roles: dict[int, tuple[str, int | None, str]] = {}  # pid → (role, rank, comm)
+        self.cmdlines: dict[int, list[str]] = {}  # trainers found below a launcher → their command line
         self.counts = {"slices": 0, "counters": 0, "instants": 0, "metadata": 0}
         self._begin()
 
@@ -151,8 +152,8 @@ class PerfettoExporter:
         for c in self.header.get("cards") or []:
             if isinstance(c.get("card"), int):
                 self._name_card(c["card"], c)
-        if self.main_pid is not None:
-            self._name_trainer(self.main_pid)
+        if self.main_pid is not None and not self.header.get("launcher"):
+            self._name_trainer(self.main_pid)  # under a launcher, the trainers found get the tracks
 
     def _emit(self, ev: dict[str, Any]) -> None:
         # NaN is not JSON (a recording's reader lets it through): null, as the recorder writes it
@@ -194,8 +195,8 @@ class PerfettoExporter:
         else:
             who = "trainer"
         what = comm
-        cmd = self.header.get("cmdline")
-        if pid == self.main_pid and isinstance(cmd, list) and cmd:
+        cmd = self.cmdlines.get(pid) or (self.header.get("cmdline") if pid == self.main_pid else None)
+        if isinstance(cmd, list) and cmd:
             what = shlex.join([os.path.basename(str(cmd[0])) or str(cmd[0]), *map(str, cmd[1:])])
         label = f"{who} pid {pid}" + (f": {what}" if what else "") + (f" on {self.host}" if self.host else "")
         sort = rank if isinstance(rank, int) and rank >= 0 else 0
@@ -243,14 +244,14 @@ class PerfettoExporter:
         rank = rec.get("rank") if isinstance(rec.get("rank"), int) else None
         comm = str(rec.get("name") or "")
         if role in ("main", "rank"):
+            self.rank_pid[rank] = pid  # the newest: a restarted rank, the next trainer of a script
             if self.roles.get(pid) != (role, rank, comm):
                 self.roles[pid] = (role, rank, comm)
-                self.rank_pid.setdefault(rank, pid)
-                if self.rank_pid[rank] != pid and role == "rank":
-                    self.rank_pid[rank] = pid  # a restarted rank: the newest one
                 self._name_trainer(pid)
             owner: int | None = pid
         else:
+            if self.rank_pid.get(rank) == pid:
+                del self.rank_pid[rank]  # a launcher that was main until a trainer showed up below it
             owner = self._owner(rank)
         cpu = rec.get("cpu")
         if role not in CPU_ROLES or owner is None or not _finite(cpu):
@@ -328,6 +329,12 @@ class PerfettoExporter:
 
     def _event(self, rec: dict[str, Any]) -> None:
         args = {k: v for k, v in rec.items() if k not in ("kind", "t", "type")}
+        if rec.get("type") == "trainer_found" and isinstance(rec.get("pid"), int):
+            cmd = rec.get("cmdline")
+            if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
+                self.cmdlines[rec["pid"]] = cmd
+            if rec["pid"] in self.names:
+                self._name_trainer(rec["pid"])
         ev: dict[str, Any] = {"ph": "i", "name": str(rec.get("type")), "cat": "event", "ts": _us(rec["t"]),
                               "args": args}
         pid = rec.get("pid")

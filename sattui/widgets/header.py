@@ -116,8 +116,9 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             fcmd = [os.path.basename(fcmd[0]) or fcmd[0], *fcmd[1:]] if isinstance(fcmd, list) and fcmd else []
             rank = f"rank {f['rank']} " if f.get("rank") is not None else ""
             more = f" +{len(found) - 1} more" if len(found) > 1 else ""
-            who = (f"{rank}pid {f.get('pid')} {shlex.join(map(str, fcmd))}{more} "
-                   f"(under {h.get('launcher') or f.get('launcher')} pid {pid})")
+            # "under …" first: a long command line is cut at the right edge
+            who = (f"{rank}pid {f.get('pid')}{more} (under {h.get('launcher') or f.get('launcher')} pid {pid}) "
+                   f"{shlex.join(map(str, fcmd))}")
         elif h.get("launcher") and st is not None and st.sampler == "starting":
             who += f"  (a {h.get('launcher')} launcher: looking for the trainer below it)"
         who = printable(who, 400)

@@ -29,7 +29,7 @@ async def test_the_trainer_found_below_a_shell_is_named_with_its_launcher():
     async with app.run_test(size=(120, 24)) as pilot:
         await settle(pilot)
         first = header_text(app).splitlines()[0]
-        assert first.startswith("pid 4242 python3 train.py --epochs 3 (under bash pid 100)"), first
+        assert first.startswith("pid 4242 (under bash pid 100) python3 train.py --epochs 3"), first
 
 
 async def test_ranks_found_below_a_launcher_and_one_that_exited():
@@ -42,7 +42,7 @@ async def test_ranks_found_below_a_launcher_and_one_that_exited():
     async with app.run_test(size=(120, 24)) as pilot:
         await settle(pilot)
         first = header_text(app).splitlines()[0]
-        assert first.startswith("rank 0 pid 4242 python train.py +1 more (under bash pid 100)"), first
+        assert first.startswith("rank 0 pid 4242 +1 more (under bash pid 100) python train.py"), first
 
 
 async def test_control_characters_of_a_command_line_never_reach_the_screen():

@@ -256,3 +256,22 @@ def test_nan_in_a_recording_never_makes_invalid_json(tmp_path):
     check_events(ev)
     assert [e["args"] for e in ev if e["ph"] == "C"] == [{"bytes": 5}]
     assert next(e for e in ev if e["ph"] == "i")["args"]["impact"] is None
+
+
+def test_a_trainer_found_below_a_launcher_gets_the_track_and_its_command_line():
+    header = make_header(pid=100, cmdline=["bash", "train.sh"], backend=None, launcher="bash")
+    obj = _export([
+        _proc(1.0, 100, "main", 0.0, name="bash"),  # main until a trainer shows up below it
+        {"kind": "event", "t": 2.0, "type": "trainer_found", "message": "trainer: pid 200 …", "pid": 200,
+         "rank": None, "under": 100, "launcher": "bash", "reason": "libtorch_cpu.so loaded",
+         "cmdline": ["/usr/bin/python3", "train.py", "--lr", "0.1"]},
+        _proc(2.0, 100, "other", 0.0, name="bash"),
+        _proc(2.0, 200, "main", 0.9),
+        _proc(2.0, 201, "worker", 0.5, name="pt_data_worker"),
+        _chunk(2.0, [(2.0, 1.0, 200, (FWD,), "forward")], pid=200),
+    ], header)
+    ev = obj["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names[200].startswith("trainer pid 200: python3 train.py --lr 0.1")
+    assert {(e["pid"], e["name"]) for e in ev if e["ph"] == "X"} == {(200, "forward")}
+    assert {(e["pid"], e["name"]) for e in ev if e["ph"] == "C" and e["ts"] == 2e6} == {(200, "CPU"), (200, "worker 201 CPU")}
