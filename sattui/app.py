@@ -11,7 +11,7 @@ once for the visible screen.
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import time
 from pathlib import Path
 from collections.abc import Iterable
@@ -29,6 +29,7 @@ from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
+from sattui.states import strip_css
 from sattui.widgets import fmt
 from sattui.widgets.binning import BinCache
 from sattui.widgets.header import ViewState
@@ -49,23 +50,29 @@ class SessionUpdated(Message):
 class SattuiApp(App[int]):
     # Absolute, so that a subclass defined elsewhere (bench/tui_frame.py) finds it too.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
+    # The state strip's colours live with the states' letters (one home: sattui/states.py).
+    CSS = strip_css()
     TITLE = "sattui"
     ENABLE_COMMAND_PALETTE = True
 
+    # The help screen lists these (their tooltips) itself: a pair sharing a tooltip is one line.
     BINDINGS = [
         Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("w", "workers", "workers"),
-        Binding("s", "stacks", "stacks"),
-        Binding("p", "pause", "pause"),
+        Binding("question_mark", "help", "help", key_display="?", tooltip="this help"),
+        Binding("w", "workers", "workers", tooltip="workers: every process of the trainer's tree, CPU, state and I/O"),
+        Binding("s", "stacks", "stacks", tooltip="stacks: main-thread functions by share of samples, per state"),
+        Binding("p", "pause", "pause", tooltip="pause the view (sampling goes on); p again follows now"),
         # One footer entry for the pair: 80 columns hold no more.
-        Binding("left_square_bracket", "zoom(-1)", "zoom", key_display="[ ]", tooltip="zoom in ([) / out (])"),
-        Binding("right_square_bracket", "zoom(1)", "zoom out", key_display="]", show=False),
+        Binding("left_square_bracket", "zoom(-1)", "zoom", key_display="[ ]",
+                tooltip="zoom the time window in ([) / out (]): 30s 1m 2m 5m 15m 30m 1h"),
+        Binding("right_square_bracket", "zoom(1)", "zoom out", key_display="]", show=False,
+                tooltip="zoom the time window in ([) / out (]): 30s 1m 2m 5m 15m 30m 1h"),
         # priority: a focused scroll view would take ← → for sideways scrolling it never needs.
-        Binding("left", "scrub(-1)", "time", key_display="← →", tooltip="move the view back (←) / forward (→)",
-                priority=True),
-        Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True),
-        Binding("space", "play", "play", key_display="␣"),
+        Binding("left", "scrub(-1)", "time", key_display="← →", priority=True,
+                tooltip="move the view back / forward in time (live: pauses; replay: the cursor)"),
+        Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True,
+                tooltip="move the view back / forward in time (live: pauses; replay: the cursor)"),
+        Binding("space", "play", "play", key_display="␣", tooltip="replay: play / pause"),
     ]
 
     def __init__(self, session: Session, *, redraw_hz: float = DEFAULT_REDRAW_HZ,
@@ -89,7 +96,7 @@ class SattuiApp(App[int]):
 
     @property
     def live(self) -> bool:
-        return bool(getattr(self.session, "live", False))
+        return self.session.live
 
     def on_mount(self) -> None:
         self.push_screen(MainScreen())
@@ -118,7 +125,7 @@ class SattuiApp(App[int]):
     def _on_timer(self) -> None:
         now = time.monotonic()
         dt, self._last_tick = now - self._last_tick, now
-        if not self.live and getattr(self.session, "playing", False):
+        if self.session.playing:
             self.session.tick(dt)
             self._dirty = True
         self.redraw()
@@ -126,16 +133,14 @@ class SattuiApp(App[int]):
     # -- the view -------------------------------------------------------------------------
 
     def view_end(self) -> float:
-        if not self.live:
-            return float(getattr(self.session, "cursor", self.session.now()))
-        if self.paused_at is not None:
+        if self.live and self.paused_at is not None:
             return self.paused_at
         return float(self.session.now())
 
     def view_state(self) -> ViewState:
         return ViewState(window_s=self.window_s, paused=self.live and self.paused_at is not None,
-                         replay=not self.live, playing=bool(getattr(self.session, "playing", False)),
-                         duration=getattr(self.session, "duration", None), show_clock=self.show_clock)
+                         replay=not self.live, playing=self.session.playing,
+                         duration=self.session.duration, show_clock=self.show_clock)
 
     def redraw(self, force: bool = False) -> None:
         """Read the session once and hand that to the visible screen (if it is ours)."""
@@ -161,8 +166,8 @@ class SattuiApp(App[int]):
             return
         self.redraws += 1
 
-    def _locked(self) -> contextlib.AbstractContextManager[Any]:
-        return getattr(self.session, "lock", None) or contextlib.nullcontext()
+    def _locked(self) -> threading.RLock:
+        return self.session.lock
 
     # -- actions --------------------------------------------------------------------------
 
@@ -270,9 +275,11 @@ class SattuiApp(App[int]):
 
 def connect(app: SattuiApp, session: Session) -> None:
     """Point a live session's ``on_update`` (called on its sampling thread) at the app."""
-    if getattr(session, "live", False):
+    if session.live:
         # A thread-safe post, never a UI call: the sampler must not wait for the screen.
-        session.on_update = lambda: app.post_message(SessionUpdated())  # type: ignore[attr-defined]
+        def on_update() -> None:
+            app.post_message(SessionUpdated())
+        session.on_update = on_update
 
 
 def run_app(session: Session, **kwargs: Any) -> int:

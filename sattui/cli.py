@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
@@ -55,7 +56,7 @@ def _backend_name(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as argparse does, minus the usage block
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, as argparse does, minus the usage block
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -151,7 +152,7 @@ def _err(msg: str) -> None:
 
 
 def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.procs import resolve_pid
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
@@ -302,7 +303,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     from sattui.demo.launch import DemoScenario, trainer_command
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
     assert isinstance(sc, DemoScenario)

@@ -10,11 +10,10 @@ from typing import Any
 import psutil
 
 from sattui import __version__
+from sattui.sampler_status import PTRACE_FIX
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
 CAP_SYS_PTRACE = 19
-PTRACE_FIX = ("run sattui as root, or as the trainer's user with `sudo sysctl kernel.yama.ptrace_scope=0`; "
-              "in a container add `--cap-add SYS_PTRACE`")
 
 
 def _read(path: str) -> str | None:

@@ -27,13 +27,13 @@ import math
 import os
 import shlex
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 from sattui import __version__
 from sattui.errors import SattuiError
+from sattui.frames import frame_label, is_user_frame
 from sattui.model import Frame
 from sattui.record import RecordingReader, _clean
-from sattui.report import frame_label, is_library_file
 
 # Card tracks need pids no real process has: Linux pids stay below 2**22 (pid_max).
 CARD_PID_BASE = 1 << 30
@@ -87,7 +87,7 @@ def _label(name: Any, filename: Any, line: Any) -> str:
     return out
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -167,7 +167,7 @@ class PerfettoExporter:
         self.first = False
         self.out.write(text)
 
-    def _counter(self, pid: int, name: str, ts: float, cat: str, unit: str, value: float) -> None:
+    def _counter(self, pid: int, name: str, ts: float, cat: str, unit: str, value: int | float) -> None:
         self._raw(f'{{"ph":"C","name":{_js(name)},"pid":{pid},"tid":{pid},"ts":{_num(ts)},"cat":"{cat}",'
                   f'"args":{{{_js(unit)}:{_num(value)}}}}}')
         self.counts["counters"] += 1
@@ -283,7 +283,7 @@ class PerfettoExporter:
             # The user's own innermost frame says most; else the innermost frame.
             if si not in labels:
                 frames = [rec["frames"][i] for i in rec["stacks"][si]]
-                pick = next((f for f in frames if not is_library_file(str(f[1]))), frames[0] if frames else None)
+                pick = next((f for f in frames if is_user_frame(str(f[1]))), frames[0] if frames else None)
                 labels[si] = _label(*pick) if pick is not None else None
             return labels[si]
 

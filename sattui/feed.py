@@ -9,7 +9,7 @@ kind                      key                                item
 ``proc``                  pid (pin thread: its tid)          ``ProcSample``
 ``stack``                 pid of the sampled process         ``StackSample`` (main thread only)
 ``event``                 ``0``                              ``Event``
-``finding``               ``0``                              finding ``dict``
+``finding``               ``0``                              ``Finding``
 ========================  =================================  ===================
 
 Only main-thread stack samples go to the Timeline: they carry the trainer's state and
@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from sattui.model import CardSample, Event, ProcSample, StackChunk
+from sattui.findings import Finding
+from sattui.model import CardSample, Event, ProcSample
 from sattui.record import samples_from_record
 from sattui.timeline import Timeline
 
@@ -31,11 +32,14 @@ _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
 def card_from_record(rec: dict[str, Any]) -> CardSample:
-    return CardSample(**{k: rec.get(k) for k in _CARD_FIELDS})
+    # The reader has checked each field's type (sattui/record_schema.py).
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _CARD_FIELDS}
+    return CardSample(**fields_)
 
 
 def proc_from_record(rec: dict[str, Any]) -> ProcSample:
-    return ProcSample(**{k: rec.get(k) for k in _PROC_FIELDS})
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _PROC_FIELDS}
+    return ProcSample(**fields_)
 
 
 def event_from_record(rec: dict[str, Any]) -> Event:
@@ -63,18 +67,13 @@ class Feed:
         elif kind == "event":
             self.add_event(event_from_record(rec))
         elif kind == "finding":
-            self.timeline.add("finding", 0, float(rec["t"]), rec)
+            self.timeline.add("finding", 0, float(rec["t"]), Finding.from_record(rec))
 
     def add_card(self, s: CardSample) -> None:
         self.timeline.add("card", s.card, s.t, s)
 
     def add_proc(self, s: ProcSample) -> None:
         self.timeline.add("proc", s.pid, s.t, s)
-
-    def add_chunk(self, chunk: StackChunk) -> None:
-        for s in chunk.samples:
-            if s.is_main:
-                self.timeline.add("stack", chunk.pid, s.t, s)
 
     def add_event(self, ev: Event) -> None:
         self.timeline.add("event", 0, ev.t, ev)

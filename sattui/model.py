@@ -11,29 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-ROLES = ("main", "worker", "pin", "rank", "compile", "other")
-
-# Activities of a main-thread stack sample (advisor-rules.md §2.3), in display order.
-ACTIVITIES = (
-    "data_wait",
-    "data_inline",
-    "sync",
-    "h2d_copy",
-    "collective",
-    "forward",
-    "backward",
-    "optimizer",
-    "compile",
-    "checkpoint",
-    "eval",
-    "logging",
-    "other",
-    "idle",
-)
-# Samples in these are counted apart and left out of every share.
-EXCLUDED_ACTIVITIES = ("startup",)
-
-
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One Python frame as py-spy reports it (``name`` may be qualified)."""
@@ -89,10 +66,8 @@ class StackSample:
     tid: int
     thread_name: str | None
     is_main: bool
-    active: bool
     frames: tuple[Frame, ...]
-    activity: str | None = None
-    context: str | None = None
+    state: str | None = None  # main thread only: a sattui.states.State name
 
 
 @dataclass(slots=True)

@@ -75,7 +75,7 @@ def stacks_to_record(chunk: StackChunk) -> dict[str, Any]:
         if si is None:
             si = stack_ids[key] = len(stack_ids)
         threads.setdefault(str(s.tid), s.thread_name)
-        samples.append([round(s.t, 4), round(s.dur, 4), s.tid, si, s.activity])
+        samples.append([round(s.t, 4), round(s.dur, 4), s.tid, si, s.state])
     return {
         "kind": "stacks",
         "t": round(chunk.t, 4),
@@ -100,7 +100,7 @@ def samples_from_record(rec: dict[str, Any]) -> list[StackSample]:
     for t, dur, tid, si, state in rec["samples"]:
         out.append(StackSample(t=float(t), dur=float(dur), pid=pid, tid=int(tid),
                                thread_name=threads.get(str(tid)), is_main=int(tid) == pid,
-                               active=True, frames=stacks[si], activity=state))
+                               frames=stacks[si], state=state))
     return out
 
 
@@ -203,7 +203,7 @@ class RecordingReader:
             if rec is None:
                 pending, pending_no = raw, self._line_no
                 continue
-            if rec is False:
+            if not isinstance(rec, dict):  # a line the reader skips
                 continue
             yield rec
         if pending is not None:

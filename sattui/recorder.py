@@ -27,15 +27,17 @@ from typing import Any
 
 import psutil
 
-from sattui.advisor.base import usable_cpus
 from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
+from sattui.frames import read_source_line
+from sattui.host import usable_cpus
 from sattui.model import CardInfo, CardSample, Event, StackChunk
 from sattui.record import RecordingWriter, make_header, stacks_to_record
+from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.timeline import Clock
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
-from sattui.trainer.states import classify, read_source_line
+from sattui.trainer.states import classify
 from sattui.vendors.base import Backend
 
 DEFAULT_INTERVAL_S = 1.0
@@ -49,7 +51,7 @@ def classify_chunk(chunk: StackChunk, cuda: bool = False) -> None:
     """
     for s in chunk.samples:
         if s.is_main and s.frames:
-            s.activity = classify(s.frames, source_line=read_source_line, cuda=cuda)
+            s.state = classify(s.frames, source_line=read_source_line, cuda=cuda)
 
 
 @dataclass
@@ -73,9 +75,6 @@ class RecordResult:
 
 
 Sink = Callable[[list[dict[str, Any]]], None]
-
-# Events whose message the user must see even headless (the cause of missing stacks).
-_LOGGED_EVENTS = ("permission_denied", "not_python", "sampler_missing")
 
 
 class Engine:
@@ -275,7 +274,7 @@ class Engine:
             except queue.Empty:
                 break
             out.append(ev.to_record())
-            if ev.type in _LOGGED_EVENTS:
+            if ev.type in NO_STACK_EVENTS:
                 self.log(ev.message)
         while True:
             try:

@@ -8,48 +8,23 @@ capped).
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.model import ACTIVITIES, Frame
+from sattui.findings import Severity, evidence_text
+from sattui.frames import frame_label, user_frame
+from sattui.model import Frame
 from sattui.record import RecordingReader
+from sattui.sampler_status import NO_STACK_EVENTS
+from sattui.states import COUNTED_NAMES, State
 
 REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
-MAX_PAST_PROCS = 10000
-MAX_FOUND = 100  # rows kept for processes whose pid was taken again later
-
-_LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ", "<string>")
-
-
-def is_library_file(filename: str) -> bool:
-    return any(m in filename for m in _LIB_MARKERS)
-
-
-def short_path(filename: str) -> str:
-    """``/…/site-packages/torch/optim/sgd.py`` → ``torch/optim/sgd.py``; stdlib → ``selectors.py``."""
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in filename:
-            return filename.rsplit(marker, 1)[1]
-    i = filename.find("/lib/python")
-    if i >= 0:
-        rest = filename[i + len("/lib/python"):]
-        return rest.split("/", 1)[1] if "/" in rest else rest
-    try:
-        rel = os.path.relpath(filename)
-    except ValueError:
-        return filename
-    return rel if not rel.startswith("../") else filename
-
-
-def frame_label(f: Frame) -> str:
-    where = short_path(f.filename)
-    return f"{f.name} ({where}:{f.line})" if f.line is not None else f"{f.name} ({where})"
-
+MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
+MAX_FOUND = 100  # trainers found below a launcher, kept for the report
 
 @dataclass
 class _ProcAgg:
@@ -92,7 +67,6 @@ class ReportBuilder:
         # Processes whose pid a later process took (a reused pid): kept, so each has its row.
         self.past_procs: list[_ProcAgg] = []
         self._exited_pids: set[int] = set()
-        self._last_proc_t: dict[int, float] = {}
         self._tick_workers: dict[float, int] = defaultdict(int)
         self.state_s: dict[str, float] = defaultdict(float)
         self.startup_s = 0.0
@@ -176,7 +150,7 @@ class ReportBuilder:
             if int(tid) != pid or state is None:
                 continue
             dur = float(dur)
-            if state == "startup":
+            if state == State.STARTUP:
                 self.startup_s += dur
                 continue
             self.sampled_s += dur
@@ -208,7 +182,7 @@ class ReportBuilder:
     def states(self) -> dict[str, float]:
         if self.sampled_s <= 0:
             return {}
-        return {k: round(self.state_s[k] / self.sampled_s, 4) for k in ACTIVITIES if self.state_s.get(k)}
+        return {k: round(self.state_s[k] / self.sampled_s, 4) for k in COUNTED_NAMES if self.state_s.get(k)}
 
     def workers(self) -> int:
         return max(self._tick_workers.values(), default=0)
@@ -222,7 +196,7 @@ class ReportBuilder:
         total = self.sampled_s or 1.0
         groups: dict[tuple[str, str | None, str | None], list[Any]] = {}
         for (state, frames), secs in self.stack_s.items():
-            user = next((f for f in frames if not is_library_file(f.filename)), None)
+            user = user_frame(frames)
             leaf = frame_label(frames[0]) if frames else None
             key = (state, leaf, frame_label(user) if user else None)
             g = groups.setdefault(key, [0.0, frames, 0.0])
@@ -284,8 +258,7 @@ class ReportBuilder:
         }
 
     def _sampler_status(self) -> dict[str, Any]:
-        problems = [e for e in self.events if e.get("type") in
-                    ("permission_denied", "not_python", "sampler_missing", "sampler_failing")]
+        problems = [e for e in self.events if e.get("type") in NO_STACK_EVENTS]
         problem = problems[-1].get("message") if problems else None
         launcher = self.header.get("launcher")
         if problem is None and launcher and not self.found and not self.stack_chunks:
@@ -342,34 +315,8 @@ def _fmt_cpu(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
-_SEV_LABEL = {"high": "HIGH", "medium": "MEDIUM", "low": "low", "info": "info"}
-
-
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
-
-
-def _fmt_value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, list):
-        out = []
-        for i, item in enumerate(v):
-            text = _fmt_value(item)
-            if sum(len(x) + 1 for x in out) + len(text) > 90:
-                out.append(f"… +{len(v) - i}")
-                break
-            out.append(text)
-        return "[" + ", ".join(out) + "]"
-    if isinstance(v, dict):
-        text = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-        return text if len(text) <= 90 else text[:87] + "…"
-    return str(v)
-
-
-def _fmt_evidence(ev: dict[str, Any]) -> str:
-    parts = [f"{k}={_fmt_value(v)}" for k, v in ev.items() if v not in (None, [], {}, "")]
-    return ", ".join(parts)
 
 
 def _verdict_lines(rep: dict[str, Any]) -> list[str]:
@@ -382,7 +329,7 @@ def _verdict_lines(rep: dict[str, Any]) -> list[str]:
     if v.get("evaluations"):
         led = f" (led {v.get('led_share', 0) * 100:.0f}% of {v['evaluations']} evaluations"
         led += f", impact {v['impact'] * 100:.0f}%)" if v.get("impact") else ")"
-    lines = [f"verdict     {_SEV_LABEL.get(v['severity'], v['severity'])} {v['rule']}{where}: {v['summary']}{led}"]
+    lines = [f"verdict     {Severity(v['severity']).label} {v['rule']}{where}: {v['summary']}{led}"]
     eff = (rep.get("efficiency") or {}).get("job")
     if eff:
         lines.append(f"efficiency  job η {eff['eta']:.2f} ({eff['method']}), "
@@ -400,10 +347,10 @@ def _finding_lines(rep: dict[str, Any]) -> list[str]:
                             if f.get(k) is not None and f"{k} {f[k]}" not in f["summary"])
             seen = (f" [{f['evaluations']} eval., {f['first_t']:.0f}–{f['last_t']:.0f} s]"
                     if f.get("evaluations") else "")
-            lines.append(f"  {_SEV_LABEL.get(f['severity'], f['severity']):<6} {f['impact'] * 100:3.0f}%  "
+            lines.append(f"  {Severity(f['severity']).label:<6} {f['impact'] * 100:3.0f}%  "
                          f"{f['rule']}{where}{seen}")
             lines += _wrap(f["summary"], "          ")
-            ev = _fmt_evidence(f.get("evidence") or {})
+            ev = evidence_text(f.get("evidence"))
             if ev:
                 lines += _wrap("evidence: " + ev, "          ")
             if f.get("fix"):

@@ -27,10 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sattui import sampler_status
 from sattui.errors import RecordingError, SattuiError
 from sattui.feed import Feed
+from sattui.findings import Finding
 from sattui.model import Event, ProcSample
 from sattui.record import RecordingReader, RecordingWriter, make_header
+from sattui.sampler_status import SamplerStatus
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
 
 ADVISOR_PERIOD_S = 5.0
@@ -41,9 +44,7 @@ STALE_PROC_S = 600.0
 
 @dataclass
 class SessionStatus:
-    # py-spy: "starting", "sampling", "denied", "not_python", "missing", "target_gone",
-    # "stopped", "failing"; None when there is no trainer.
-    sampler: str | None
+    sampler: SamplerStatus | None  # None when there is no trainer
     sampler_message: str | None  # one line, e.g. the ptrace fix
     sampler_rate_hz: float | None
     trainer_alive: bool | None  # None: no trainer
@@ -52,6 +53,10 @@ class SessionStatus:
     backend_message: str | None  # why no cards / the tool failing
     recording_path: str | None
 
+    def __post_init__(self) -> None:
+        if self.sampler is not None:
+            self.sampler = SamplerStatus(self.sampler)
+
 
 def _after(t: float) -> float:
     """The smallest time above ``t``: windows are ``[t0, t1)`` and "up to now" includes now."""
@@ -59,10 +64,17 @@ def _after(t: float) -> float:
 
 
 class Session(ABC):
+    """What the monitor watches. ``live`` sessions sample now; the others replay a
+    recording and take the replay controls (``playing``, ``duration``, ``toggle_play``,
+    ``step``, ``tick``), which a live session answers with "not playing" and ignores."""
+
     timeline: Timeline
     feed: Feed
     header: dict[str, Any]
     live: bool
+    lock: threading.RLock
+    # Called from the sampling thread after each batch (a live session only).
+    on_update: Callable[[], None] | None = None
 
     def __init__(self, timeline: Timeline, header: dict[str, Any], live: bool) -> None:
         self.timeline = timeline
@@ -89,21 +101,42 @@ class Session(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
-    def findings(self) -> list[dict[str, Any]]:
+    # -- replay controls (a live session has none)
+
+    @property
+    def playing(self) -> bool:
+        """A replay's cursor is moving by itself."""
+        return False
+
+    @property
+    def duration(self) -> float | None:
+        """A recording's length in seconds; None live."""
+        return None
+
+    def toggle_play(self) -> None:
+        """Start or stop a replay's cursor."""
+
+    def step(self, dt: float) -> None:
+        """Move a replay's cursor by ``dt`` seconds."""
+
+    def tick(self, dt: float) -> None:
+        """Advance a playing replay's cursor by ``dt`` (the UI calls this from a timer)."""
+
+    def findings(self) -> list[Finding]:
         """The findings of the newest advisor evaluation up to ``now()``; [] if none."""
         with self.lock:
             ring = self.timeline.series("finding", 0)
             if ring is None or not len(ring):
                 return []
-            recs = ring.window(-math.inf, _after(self.now()))
-        if not recs:
+            found: list[Finding] = ring.window(-math.inf, _after(self.now()))
+        if not found:
             return []
-        t_last = recs[-1]["t"]
-        return [r for r in recs if r["t"] == t_last]
+        t_last = found[-1].t
+        return [f for f in found if f.t == t_last]
 
     def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
         with self.lock:
-            return {int(k): v for k, v in self.timeline.window_all("proc", t0, t1).items()}
+            return {k: v for k, v in self.timeline.window_all("proc", t0, t1).items() if isinstance(k, int)}
 
     def events(self, t0: float = -math.inf, t1: float | None = None) -> list[Event]:
         """Events in ``[t0, t1]`` (``t1`` defaults to ``now()``)."""
@@ -199,23 +232,25 @@ class LiveSession(Session):
     def status(self) -> SessionStatus:
         eng = self.engine
         has_trainer = self.pid is not None or bool(self.command)
-        sampler = msg = rate = None
+        sampler: SamplerStatus | None = None
+        msg: str | None = None
+        rate: float | None = None
         if has_trainer:
             s = eng.main_sampler()
             if s is not None:
                 sampler, msg = s.status, s.status_message
-                rate = s.rate_hz if s.status == "sampling" else None
+                rate = s.rate_hz if s.status == SamplerStatus.SAMPLING else None
             elif not eng.stacks:
-                sampler, msg = "stopped", "stacks are not sampled (--no-stacks)"
+                sampler, msg = SamplerStatus.STOPPED, "stacks are not sampled (--no-stacks)"
             elif self.error is not None or eng.trainer_exited:
-                sampler, msg = "stopped", self.error
+                sampler, msg = SamplerStatus.STOPPED, self.error
             else:
-                sampler = "starting"
+                sampler = SamplerStatus.STARTING
                 tree = eng.tree
                 if tree is not None and tree.finder is not None and not tree.finder.found:
                     msg = tree.looking_message()
                     if "not a Python process" in msg:
-                        sampler = "not_python"
+                        sampler = SamplerStatus.NOT_PYTHON
         alive: bool | None = None
         if has_trainer:
             # The tree notices an exit only once a tick; our own child's exit shows at once.
@@ -410,16 +445,6 @@ def check_writable(path: str) -> None:
 
 # --------------------------------------------------------------------------- replay
 
-# Sampler events (sattui/trainer/stacks.py) and the status each one leaves.
-_SAMPLER_EVENTS = {
-    "permission_denied": "denied",
-    "not_python": "not_python",
-    "sampler_missing": "missing",
-    "sampler_failing": "failing",
-    "sampler_stopped": "target_gone",
-}
-
-
 class ReplaySession(Session):
     """A whole recording in memory, with a cursor (``now()``) the UI moves.
 
@@ -467,9 +492,9 @@ class ReplaySession(Session):
         for r in records:
             self.feed.add_record(r)
         self._stack_times.sort()
-        self.duration = duration
+        self._duration = duration
         self.cursor = duration
-        self.playing = False
+        self._playing = False
         self.findings_computed = False
         if judge and ("finding", 0) not in per_series:
             self._judge()
@@ -479,7 +504,7 @@ class ReplaySession(Session):
         if advisor is None:
             return
         t = ADVISOR_PERIOD_S
-        while t <= self.duration + 1e-9:
+        while t <= self._duration + 1e-9:
             # All records are loaded, so no lag is needed: every stack of [t-30, t) is here.
             for rec in advisor_records(advisor, self.timeline, t):
                 self.feed.add_record(rec)
@@ -491,37 +516,45 @@ class ReplaySession(Session):
     def now(self) -> float:
         return self.cursor
 
+    @property
+    def playing(self) -> bool:
+        return self._playing
+
+    @property
+    def duration(self) -> float:
+        return self._duration
+
     def start(self) -> None:
         """Nothing runs in a replay; the UI moves the cursor."""
 
     def stop(self) -> None:
-        self.playing = False
+        self._playing = False
 
     def seek(self, t: float) -> None:
-        self.cursor = min(max(0.0, float(t)), self.duration)
+        self.cursor = min(max(0.0, float(t)), self._duration)
 
     def step(self, dt: float) -> None:
         self.seek(self.cursor + dt)
 
     def toggle_play(self) -> None:
-        if not self.playing and self.cursor >= self.duration:
+        if not self._playing and self.cursor >= self._duration:
             self.cursor = 0.0
-        self.playing = not self.playing
+        self._playing = not self._playing
 
     def tick(self, dt: float) -> None:
         """Advance the cursor by ``dt`` while playing (the UI calls this from a timer)."""
-        if not self.playing:
+        if not self._playing:
             return
         self.seek(self.cursor + dt)
-        if self.cursor >= self.duration:
-            self.playing = False
+        if self.cursor >= self._duration:
+            self._playing = False
 
     def status(self) -> SessionStatus:
         h = self.header
         t_hi = _after(self.cursor)
         events = self.timeline.window("event", 0, -math.inf, t_hi)
         has_trainer = h.get("pid") is not None
-        sampler: str | None = None
+        sampler: SamplerStatus | None = None
         smsg: str | None = None
         rate: float | None = None
         alive: bool | None = None
@@ -529,16 +562,17 @@ class ReplaySession(Session):
         if has_trainer:
             rate = h.get("stack_rate_hz")
             if "stack_rate_hz" in h and rate is None:
-                sampler, smsg = "stopped", "stacks were not sampled (--no-stacks)"
+                sampler, smsg = SamplerStatus.STOPPED, "stacks were not sampled (--no-stacks)"
             else:
                 import bisect
 
-                sampler = "sampling" if bisect.bisect_right(self._stack_times, self.cursor) else "starting"
+                sampler = SamplerStatus.SAMPLING if bisect.bisect_right(self._stack_times, self.cursor) \
+                    else SamplerStatus.STARTING
             alive = True
         backend = h.get("backend")
         bmsg: str | None = None
         for ev in events:
-            st = _SAMPLER_EVENTS.get(ev.type)
+            st = sampler_status.from_event(ev.type)
             if st is not None and has_trainer:
                 sampler, smsg = st, ev.message
             elif ev.type == "sampler_rate" and isinstance(ev.data.get("rate_hz"), (int, float)):
@@ -553,9 +587,9 @@ class ReplaySession(Session):
                 bmsg = ev.message
             elif ev.type == "backend_recovered":
                 bmsg = None
-            elif ev.type == "recording_ended" and sampler in ("sampling", "starting"):
-                sampler = "stopped"
-        if sampler != "sampling":
+            elif ev.type == "recording_ended" and sampler in (SamplerStatus.SAMPLING, SamplerStatus.STARTING):
+                sampler = SamplerStatus.STOPPED
+        if sampler != SamplerStatus.SAMPLING:
             rate = None
         if backend is None and bmsg is None:
             bmsg = "no card backend in this recording"

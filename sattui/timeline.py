@@ -105,10 +105,6 @@ class Ring(Generic[T]):
         times[p] = t
         self._len += 1
 
-    def _iter_times(self) -> Iterator[float]:
-        for i in range(self._len):
-            yield self.time_at(i)
-
     def __iter__(self) -> Iterator[T]:
         for i in range(self._len):
             yield self._items[self._phys(i)]

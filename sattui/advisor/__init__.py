@@ -13,14 +13,14 @@ Live use::
     every ~5 s:  verdict = advisor.evaluate(timeline, clock())
 """
 
-from sattui.advisor.base import (SEVERITIES, AdvisorContext, Finding, Verdict, severity_for,
-                                 usable_cpus)
+from sattui.advisor.base import AdvisorContext, Verdict, severity_for
 from sattui.advisor.cost import EfficiencyMeter, efficiency
 from sattui.advisor.judge import Judge, judge_recording
 from sattui.advisor.verdict import RULES, Advisor
 from sattui.advisor.window import Window
+from sattui.findings import SEVERITIES, Finding, Severity
 
 __all__ = [
-    "SEVERITIES", "RULES", "Advisor", "AdvisorContext", "EfficiencyMeter", "Finding", "Judge", "Verdict", "Window",
-    "efficiency", "judge_recording", "severity_for", "usable_cpus",
+    "SEVERITIES", "Severity", "RULES", "Advisor", "AdvisorContext", "EfficiencyMeter", "Finding", "Judge", "Verdict", "Window",
+    "efficiency", "judge_recording", "severity_for",
 ]

@@ -9,77 +9,40 @@ SM activity is ≥ 25 %, KempnerPulse).
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-SEVERITIES = ("info", "low", "medium", "high")
-SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from sattui.findings import Finding, Severity
+from sattui.host import usable_cpus
+from sattui.sampler_status import NO_STACK_EVENTS
+
 HIGH_IMPACT = 0.20
 MEDIUM_IMPACT = 0.05
 
-# Events after which the trainer's stacks will not come (docs/format.md "event").
-NO_STACK_EVENTS = ("permission_denied", "not_python", "sampler_missing", "sampler_failing")
-
-PTRACE_FIX = ("grant ptrace so py-spy can attach: run sattui as root or as the trainer's user with "
-              "kernel.yama.ptrace_scope=0, or add CAP_SYS_PTRACE to the container "
-              "(docker run --cap-add SYS_PTRACE)")
 
 
-def severity_for(impact: float, floor: str | None = None, cap: str | None = None) -> str:
+def severity_for(impact: float, floor: Severity | str | None = None, cap: Severity | str | None = None) -> Severity:
     """Severity of an impact (0–1), optionally kept within ``[floor, cap]``."""
     if impact >= HIGH_IMPACT:
-        sev = "high"
+        sev = Severity.HIGH
     elif impact >= MEDIUM_IMPACT:
-        sev = "medium"
+        sev = Severity.MEDIUM
     elif impact > 0.0:
-        sev = "low"
+        sev = Severity.LOW
     else:
-        sev = "info"
-    if floor is not None and SEV_RANK[sev] < SEV_RANK[floor]:
-        sev = floor
-    if cap is not None and SEV_RANK[sev] > SEV_RANK[cap]:
-        sev = cap
+        sev = Severity.INFO
+    if floor is not None and not sev.at_least(floor):
+        sev = Severity(floor)
+    if cap is not None and sev.rank > Severity(cap).rank:
+        sev = Severity(cap)
     return sev
-
-
-def at_least(sev: str, other: str) -> bool:
-    return SEV_RANK[sev] >= SEV_RANK[other]
 
 
 def pct(x: float | None, digits: int = 0) -> str:
     """A 0–1 share as text: 0.713 → "71%"."""
     return "n/a" if x is None else f"{x * 100:.{digits}f}%"
-
-
-@dataclass
-class Finding:
-    """One rule's judgement at one evaluation.
-
-    ``impact`` is the share of wall time (0–1) the fix would recover, as well as it can
-    be estimated from outside; ``evidence`` holds the numbers behind the summary (JSON
-    values only); ``card``/``rank`` say where, None for the whole job.
-    """
-
-    rule: str
-    severity: str
-    impact: float
-    summary: str
-    evidence: dict[str, Any]
-    fix: str
-    card: int | None = None
-    rank: int | None = None
-    t: float = 0.0
-
-    def key(self) -> tuple[str, int | None, int | None]:
-        return (self.rule, self.card, self.rank)
-
-    def to_record(self) -> dict[str, Any]:
-        return {"kind": "finding", "t": round(self.t, 3), "rule": self.rule, "severity": self.severity,
-                "impact": round(self.impact, 4), "summary": self.summary, "card": self.card, "rank": self.rank,
-                "evidence": self.evidence, "fix": self.fix}
 
 
 @dataclass
@@ -162,20 +125,3 @@ class AdvisorContext:
             if c.get("card") == card:
                 return c
         return {}
-
-
-def usable_cpus() -> int:
-    """CPUs this process may use: the affinity mask, limited by a cgroup v2 ``cpu.max``
-    quota (containers: ``os.cpu_count()`` overstates them, advisor-rules.md §2.1 P5)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    try:
-        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            n = max(1, min(n, int(int(quota) // int(period)) or 1))
-    except (OSError, ValueError):
-        pass
-    return max(1, n)

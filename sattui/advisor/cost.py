@@ -69,7 +69,7 @@ class EfficiencyMeter:
             a["p"] += p / limit
             a["n_p"] += 1
 
-    def card(self, c: int, only: set[str] | None = None) -> dict[str, Any]:
+    def card(self, c: int) -> dict[str, Any]:
         a = self._acc.get(c)
         if a is None:
             return {"card": c, "eta": None, "method": None}

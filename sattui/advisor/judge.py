@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.advisor.base import SEV_RANK, AdvisorContext, Finding, Verdict
+from sattui.advisor.base import AdvisorContext, Finding, Verdict
+from sattui.findings import Severity
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.verdict import PRECEDENCE, Advisor, explains
 from sattui.feed import Feed
@@ -54,9 +55,9 @@ class _Agg:
         # the one whose impact is nearest the running mean (representative, not the
         # outlier), so the text agrees with the reported mean impact.
         b = self.best
-        if b is None or SEV_RANK[f.severity] > SEV_RANK[b.severity]:
+        if b is None or f.severity.rank > b.severity.rank:
             self.best = f
-        elif SEV_RANK[f.severity] == SEV_RANK[b.severity]:
+        elif f.severity.rank == b.severity.rank:
             m = self.mean_impact
             if abs(f.impact - m) <= abs(b.impact - m):
                 self.best = f
@@ -152,7 +153,7 @@ class Judge:
             if key in why:
                 d["evidence"] = {**d["evidence"], "explains": sorted(why[key] | set(d["evidence"].get("explains", [])))}
             findings.append(d)
-        findings.sort(key=lambda f: (-SEV_RANK[f["severity"]], -f["impact"], PRECEDENCE.get(f["rule"], 99)))
+        findings.sort(key=lambda f: (-Severity(f["severity"]).rank, -f["impact"], PRECEDENCE.get(f["rule"], 99)))
         if self.heads:
             candidates = list(self.heads)
             # A problem that led at least a third of the evaluations at medium or higher is
@@ -160,7 +161,7 @@ class Judge:
             # several episodes before they can fire, so the early evaluations could not see it.
             problems = [k for k in candidates if k[0] not in ("healthy", "no_data")
                         and self.heads[k] >= self.evaluations / 3
-                        and SEV_RANK[(self.aggs[k].best or self.aggs[k].first).severity] >= SEV_RANK["medium"]]
+                        and (self.aggs[k].best or self.aggs[k].first).severity.at_least(Severity.MEDIUM)]
             if problems:
                 candidates = problems
             key = max(candidates, key=lambda k: (self.heads[k], self.head_impact[k] / self.heads[k],

@@ -146,7 +146,7 @@ def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
         st = w.stack(slow)
         rank = w.rank_of(slow)
         cards = w.cards_of(slow)
-        top = max(st.by_activity, key=st.by_activity.__getitem__) if st and st.by_activity else None
+        top = max(st.by_state, key=st.by_state.__getitem__) if st and st.by_state else None
         ev = {"path": "stacks", "collective_share": {str(w.rank_of(p) if w.rank_of(p) is not None else p): round(v, 4)
                                                      for p, v in c.items()},
               "straggler_pid": slow, "straggler_top_activity": top,
@@ -241,7 +241,6 @@ def _gpu_episodes(cs: CardStats) -> list[tuple[float, float]]:
     return eps
 
 
-STALL_CONTEXTS = ("checkpoint", "eval")
 MIN_PERIOD_S = 5.0
 
 

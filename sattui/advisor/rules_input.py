@@ -345,19 +345,19 @@ def _respawn_stalls(w: Window, pid: int, spans: list[tuple[float, float, float]]
     for _t, a, b in spans:
         hit = seen = 0.0
         for s in w.stack_samples(pid, a - 2.0, b):
-            if s.activity == "startup":
+            if s.state == "startup":
                 continue
             ov = min(s.t + s.dur, b) - max(s.t, a)
             if ov > 0:
                 seen += ov
-                if s.activity == "data_wait":
+                if s.state == "data_wait":
                     hit += ov
         per.append((hit, seen))
     all_hit = all_seen = 0.0
     for s in w.stack_samples(pid, w.t0, w.t1):
-        if s.activity != "startup":
+        if s.state != "startup":
             all_seen += s.dur
-            if s.activity == "data_wait":
+            if s.state == "data_wait":
                 all_hit += s.dur
     stalls = _excess(per, (all_hit, all_seen))
     if gpu is not None:  # a GPU job: the card must have idled in the window too

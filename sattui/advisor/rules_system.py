@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import statistics
 
-from sattui.advisor.base import PTRACE_FIX, Finding, pct, severity_for
+from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
+from sattui.sampler_status import PTRACE_FIX
 
 FIX_HEALTHY = ("No host-side bottleneck. Further speed-ups are inside the model: mixed precision/TF32, larger "
                "batch, torch.compile fusion, better kernels.")

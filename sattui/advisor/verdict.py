@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_input, rules_system
-from sattui.advisor.base import SEV_RANK, AdvisorContext, Finding, Verdict, at_least
+from sattui.advisor.base import AdvisorContext, Finding, Verdict
 from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.window import StackBinner, Window
 from sattui.timeline import Timeline
@@ -92,7 +92,7 @@ STACK_RULES = ("input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_
 
 
 def rank_key(f: Finding) -> tuple[int, float, int]:
-    return (-SEV_RANK[f.severity], -round(f.impact, 4), PRECEDENCE.get(f.rule, 99))
+    return (-f.severity.rank, -round(f.impact, 4), PRECEDENCE.get(f.rule, 99))
 
 
 def _same_card(a: Finding, b: Finding) -> bool:
@@ -115,7 +115,7 @@ def explains(a: Finding, b: Finding) -> bool:
         return False
     if b.rule == "starved_unattributed":
         spec = SPECS.get(a.rule)
-        return (spec is not None and spec.category == "cause" and at_least(a.severity, "medium")
+        return (spec is not None and spec.category == "cause" and a.severity.at_least("medium")
                 and _same_card(a, b))
     if a.rule == "straggler" and b.rule == "util_high_sm_low":
         return a.card is None or b.card != a.card
@@ -235,7 +235,7 @@ class Advisor:
             kept.append(dataclasses.replace(a, evidence={**a.evidence, "explains": why}) if why else a)
         kept.sort(key=rank_key)
 
-        blocking = [f for f in kept if SPECS[f.rule].category == "cause" and at_least(f.severity, "medium")]
+        blocking = [f for f in kept if SPECS[f.rule].category == "cause" and f.severity.at_least("medium")]
         h = None if blocking else healthy(w)
         if h is not None:
             h.t = t_now

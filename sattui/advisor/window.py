@@ -16,8 +16,8 @@ import functools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from functools import cached_property
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from sattui.advisor.base import AdvisorContext
@@ -239,31 +239,31 @@ class StackStats:
         by: dict[str, float] = {}
         startup = 0.0
         for s in samples:
-            act = s.activity or "other"
+            act = s.state or "other"
             by[act] = by.get(act, 0.0) + s.dur
         startup = by.pop("startup", 0.0)
         self._all = samples
-        self.by_activity = by
+        self.by_state = by
         self.total_s = sum(by.values())
         self.startup_s = startup
 
     @cached_property
     def samples(self) -> list[StackSample]:
-        return [s for s in self._all if s.activity != "startup"]
+        return [s for s in self._all if s.state != "startup"]
 
     def share(self, *activities: str) -> float:
         if self.total_s <= 0:
             return 0.0
-        return sum(self.by_activity.get(a, 0.0) for a in activities) / self.total_s
+        return sum(self.by_state.get(a, 0.0) for a in activities) / self.total_s
 
     def shares(self) -> dict[str, float]:
-        return {a: round(v / self.total_s, 4) for a, v in sorted(self.by_activity.items(), key=lambda kv: -kv[1])} \
+        return {a: round(v / self.total_s, 4) for a, v in sorted(self.by_state.items(), key=lambda kv: -kv[1])} \
             if self.total_s > 0 else {}
 
     def pick(self, activities: Iterable[str], limit: int = 60) -> list[StackSample]:
         """Samples of these activities, thinned evenly to at most ``limit`` (evidence only)."""
         acts = set(activities)
-        got = [s for s in self._all if (s.activity or "other") in acts]
+        got = [s for s in self._all if (s.state or "other") in acts]
         if len(got) > limit:
             step = len(got) / limit
             got = [got[int(i * step)] for i in range(limit)]
@@ -271,7 +271,7 @@ class StackStats:
 
 
 def _bin_into(bins: dict[int, dict[str, float]], s: StackSample) -> None:
-    act = s.activity or "other"
+    act = s.state or "other"
     if act == "startup" or s.dur <= 0:
         return
     t, end = s.t, s.t + s.dur
@@ -477,10 +477,6 @@ class Window:
     @cached_property
     def job_util(self) -> float | None:
         return self.util_of(self.job_cards)
-
-    @cached_property
-    def job_sm(self) -> float | None:
-        return self.sm_of(self.job_cards)
 
     def proc_alias_pids(self) -> set[str]:
         return set(self._aliases)

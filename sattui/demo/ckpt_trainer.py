@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     # which is neither saving nor training and would blur the truth.
     blob = torch.randn(args.blob_floats)
     small = [torch.randn(1000) for _ in range(args.small_tensors)]
-    tmpdir = None
+    tmpdir: str | None = None
     if args.dir is None:
         tmpdir = tempfile.mkdtemp(prefix="sattui-ckpt-")
-    path = os.path.join(args.dir or tmpdir, f"ckpt-{os.getpid()}.pt")
+    path = os.path.join(str(args.dir or tmpdir), f"ckpt-{os.getpid()}.pt")
 
     truth = open(args.truth, "a", buffering=1) if args.truth else None
     wait_s = ckpt_s = save_s = 0.0

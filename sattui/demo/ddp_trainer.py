@@ -91,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                 sleep_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             for p in params:
-                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-                p.grad /= world
+                grad = p.grad
+                assert grad is not None  # every parameter takes part in the loss
+                dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+                grad /= world
             allreduce_s += time.perf_counter() - t0
             opt.step()
             now = time.perf_counter()

@@ -42,4 +42,4 @@ class SattuiScreen(Screen):
 class SubScreen(SattuiScreen):
     """A drill-down: Esc goes back to where it came from."""
 
-    BINDINGS = [Binding("escape", "app.go_back", "back")]
+    BINDINGS = [Binding("escape", "app.go_back", "back", tooltip="back to the previous screen")]

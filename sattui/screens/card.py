@@ -3,6 +3,8 @@ decoded, the processes on it, and the trainer's state strip beneath on the same 
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -12,23 +14,47 @@ from sattui.screens.base import SubScreen
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.rows import card_screen_lines
+from sattui.widgets.rows import card_screen_lines, fit
 from sattui.widgets.timechart import TimeChart
 from sattui.widgets.viewdata import ViewData
+
+
+def card_title(info: dict[str, Any], simulated: bool, lost: bool, width: int) -> str:
+    """`` card 0 · SIMULATED · name · 16 GB memory · …`` cut to ``width``: the facts that
+    do not fit are left out whole, least telling first, so the name is never cut for a
+    wattage."""
+    must = [f" card {info.get('card')}"] + (["SIMULATED"] if simulated else []) + (["LOST"] if lost else [])
+    name = fit(str(info.get("name") or "unknown card"), max(8, width - len(" · ".join(must)) - 3))
+    extra = []
+    if info.get("mem_total"):
+        extra.append(f"{fmt.size(info['mem_total'])} memory")
+    if info.get("pcie_gen_max"):
+        extra.append(f"PCIe gen{info['pcie_gen_max']} x{info.get('pcie_width_max') or '?'}")
+    if info.get("power_limit_w"):
+        extra.append(f"{fmt.watts(info['power_limit_w'])} limit")
+    if info.get("vendor"):
+        extra.append(str(info["vendor"]))
+    parts = [*must, name]
+    for e in extra:
+        if len(" · ".join([*parts, e])) <= width:
+            parts.append(e)
+    return " · ".join(parts)
 
 
 class CardScreen(SubScreen):
     BINDINGS = [
         *SubScreen.BINDINGS,
-        Binding("tab", "next_card(1)", "next card", show=False),
-        Binding("shift+tab", "next_card(-1)", "previous card", show=False),
-        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False) for d in range(10)),
+        Binding("tab", "next_card(1)", "next card", show=False, key_display="⇥", tooltip="next / previous card"),
+        Binding("shift+tab", "next_card(-1)", "previous card", show=False, key_display="⇧⇥", tooltip="next / previous card"),
+        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
+          for d in range(10)),
     ]
 
     def __init__(self, card: int) -> None:
         super().__init__(name=f"card-{card}")
         self.card = card
         self._cards: list[int] = []
+        self._title: str | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -41,29 +67,15 @@ class CardScreen(SubScreen):
         super().refresh_view(data, view)
         self._cards = [c["card"] for c in data.cards]
         info = next((c for c in data.cards if c["card"] == self.card), {"card": self.card})
-        parts = [f" card {self.card}"]
-        if data.simulated(info):
-            parts.append("SIMULATED")
-        parts.append(str(info.get("name") or "unknown card"))
-        if info.get("vendor"):
-            parts.append(str(info["vendor"]))
-        if info.get("mem_total"):
-            parts.append(f"{fmt.size(info['mem_total'])} memory")
-        if info.get("power_limit_w"):
-            parts.append(f"{fmt.watts(info['power_limit_w'])} limit")
-        if info.get("pcie_gen_max"):
-            parts.append(f"PCIe gen{info['pcie_gen_max']} x{info.get('pcie_width_max') or '?'}")
-        if self.card in data.lost_cards():
-            parts.append("LOST")
-        title = " · ".join(parts)
-        t = self.query_one("#card-title", Static)
-        if getattr(t, "_sattui_text", None) != title:
-            t._sattui_text = title  # type: ignore[attr-defined]
-            t.update(title)
+        title = card_title(info, data.simulated(info), self.card in data.lost_cards(),
+                           self.size.width or self.app.size.width)
+        if title != self._title:
+            self._title = title
+            self.query_one("#card-title", Static).update(title)
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)
-        header_h = len(self.query_one(StatusHeader)._runs)
+        header_h = self.query_one(StatusHeader).line_count
         room = (self.size.height or self.app.size.height) - header_h - 1 - 1
         chart.set_lines(card_screen_lines(data, axis, cols, self.card, room))
 

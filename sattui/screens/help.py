@@ -3,43 +3,20 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable, Sequence
 
+from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
 from sattui.widgets.header import ViewState
-from sattui.widgets.rows import CLOCK_REASONS, STATE_GLYPHS
+from sattui.states import State
+from sattui.widgets.rows import CLOCK_REASONS
 from sattui.widgets.viewdata import ViewData
-
-KEYS = (
-    ("q", "quit"),
-    ("?", "this help"),
-    ("Esc", "back to the previous screen"),
-    ("Enter / 0-9", "open the selected card / card N  (↑ ↓ select a card)"),
-    ("w", "workers: every process of the trainer's tree, CPU, state and I/O"),
-    ("s", "stacks: main-thread functions by share of samples (f: state filter, o: sort by own/total)"),
-    ("p", "pause the view (sampling goes on); p again follows now"),
-    ("[  ]", "zoom the time window in / out: 30s 1m 2m 5m 15m 30m 1h"),
-    ("← →", "move the view back / forward in time (live: pauses; replay: the cursor)"),
-    ("Space", "replay: play / pause"),
-    ("Ctrl+P", "command palette: every action by name"),
-)
-
-STATE_HELP = {
-    "data_wait": "waiting for the DataLoader's next batch",
-    "data_inline": "loading data on the main thread (num_workers=0)",
-    "sync": "host waits for the device (.item(), .cpu(), synchronize)",
-    "h2d_copy": "copying to the device",
-    "collective": "all_reduce / barrier … (waiting for other ranks)",
-    "forward": "forward pass", "backward": "backward pass", "optimizer": "optimizer step",
-    "compile": "torch.compile", "checkpoint": "saving a checkpoint", "eval": "evaluation loop",
-    "logging": "logging / printing", "other": "none of the above", "idle": "sleeping / waiting on nothing known",
-    "startup": "imports after attach (left out of every share)",
-}
-
 
 PARAGRAPHS = (
     ("Reading the strips",
@@ -63,24 +40,86 @@ def _hang(out: Text, head: str, body: str, width: int, head_style: str = "bold c
         out.append(" " * len(head) + line + "\n")
 
 
-def help_text(width: int = 80) -> Text:
-    """The help, wrapped to ``width`` with hanging indents."""
+KeyLine = tuple[str, str]
+
+
+def _key_text(app: App[object] | None, binding: Binding) -> str:
+    if binding.key_display:
+        return binding.key_display
+    return app.get_key_display(binding) if app is not None else binding.key
+
+
+def key_lines(bindings: Iterable[Binding | tuple[str, ...]], app: App[object] | None = None) -> list[KeyLine]:
+    """``(keys, what)`` for each action, from the bindings themselves (never a hand copy):
+    bindings that share a help text are one line (``[ ]``, ``← →``, ``0-9``)."""
+    order: list[str] = []
+    keys: dict[str, list[str]] = {}
+    for b in bindings:
+        if not isinstance(b, Binding):
+            b = Binding(b[0], b[1], b[2] if len(b) > 2 else "")
+        what = b.tooltip or b.description
+        if not what:
+            continue
+        if what not in keys:
+            order.append(what)
+            keys[what] = []
+        for k in _key_text(app, b).split():  # "[ ]" shows a pair in the footer
+            if k not in keys[what]:
+                keys[what].append(k)
+    out = []
+    for what in order:
+        ks = keys[what]
+        out.append((f"{ks[0]}-{ks[-1]}" if len(ks) > 3 else " ".join(ks), what))
+    return out
+
+
+def help_text(width: int = 80, keys: Sequence[tuple[str, Sequence[KeyLine]]] = ()) -> Text:
+    """The help, wrapped to ``width`` with hanging indents; ``keys`` is ``(where, lines)``
+    per screen (:func:`key_lines`)."""
     out = Text(end="")
-    out.append("Keys\n", "bold")
-    for k, what in KEYS:
-        _hang(out, f"  {k:<13}", what, width)
+    for where, lines in keys:
+        out.append(f"Keys {where}\n", "bold")
+        for k, what in lines:
+            _hang(out, f"  {k:<12} ", what, width)
+        out.append("\n")
     for title, body in PARAGRAPHS:
-        out.append(f"\n{title}\n", "bold")
+        out.append(f"{title}\n", "bold")
         for line in textwrap.wrap(body, max(20, width - 2)):
             out.append("  " + line + "\n")
-    for st, what in STATE_HELP.items():
-        out.append(f"  {STATE_GLYPHS[st]} ", "reverse")
-        _hang(out, f" {st:<12}", what, width - 4, head_style="bold")
+        out.append("\n")
+    for st in State:
+        # The letter as the strip draws it: its own colours, not reverse video.
+        out.append("  ")
+        out.append(f" {st.glyph} ", Style(color=st.color, bgcolor=st.background, bold=st.bold))
+        _hang(out, f" {st.value:<12}", st.help, width - 5, head_style="bold")
     out.append("\nNVML clock-event reasons (card screen)\n", "bold")
     for bit, name in CLOCK_REASONS.items():
         out.append(f"  0x{bit:<4x} {name}\n")
     out.append("\nKernel states (workers screen)\n", "bold")
     out.append("  R running, S sleeping, D disk wait, Z zombie, T stopped\n")
+    return out
+
+
+def screen_keys(app: App[object]) -> list[tuple[str, list[KeyLine]]]:
+    """Every screen's keys, read from the bindings of the app and of each screen class."""
+    from sattui.screens.card import CardScreen
+    from sattui.screens.main import MainScreen
+    from sattui.screens.stacks import StacksScreen
+
+    everywhere = [*type(app).BINDINGS, *SubScreen.BINDINGS]
+    if app.ENABLE_COMMAND_PALETTE:
+        everywhere.append(Binding(app.COMMAND_PALETTE_BINDING, "command_palette", "command palette",
+                                  tooltip="command palette: every action by name"))
+    groups: list[tuple[str, Iterable[Binding | tuple[str, ...]]]] = [
+        ("everywhere", everywhere), ("on the main screen", MainScreen.BINDINGS),
+        ("on a card", CardScreen.BINDINGS), ("on the stacks screen", StacksScreen.BINDINGS)]
+    seen: set[str] = set()
+    out = []
+    for where, bindings in groups:
+        lines = [kl for kl in key_lines(bindings, app) if kl[1] not in seen]
+        seen.update(w for _, w in lines)
+        if lines:
+            out.append((where, lines))
     return out
 
 
@@ -100,4 +139,4 @@ class HelpScreen(SubScreen):
         width = (self.size.width or self.app.size.width) - 4  # padding and scrollbar
         if width != self._width:
             self._width = width
-            self.query_one("#help-text", Static).update(help_text(width))
+            self.query_one("#help-text", Static).update(help_text(width, screen_keys(self.app)))

@@ -20,10 +20,11 @@ ADVICE_MIN_LINES = 4  # the verdict's evidence and fix must stay readable at 80Ã
 
 class MainScreen(SattuiScreen):
     BINDINGS = [
-        Binding("enter", "open_selected", "card", tooltip="Open the selected card"),
-        Binding("up", "select(-1)", "previous card", show=False),
-        Binding("down", "select(1)", "next card", show=False),
-        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False) for d in range(10)),
+        Binding("enter", "open_selected", "card", tooltip="open the selected card"),
+        Binding("up", "select(-1)", "previous card", show=False, tooltip="select a card"),
+        Binding("down", "select(1)", "next card", show=False, tooltip="select a card"),
+        *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
+          for d in range(10)),
     ]
 
     def __init__(self) -> None:
@@ -47,7 +48,7 @@ class MainScreen(SattuiScreen):
         self._cards = [c["card"] for c in data.cards]
         if self.selected not in self._cards:
             self.selected = self._cards[0] if self._cards else None
-        header_h = len(header._runs)
+        header_h = header.line_count
         room = (self.size.height or self.app.size.height) - header_h - 1 - 1 - ADVICE_MIN_LINES
         lines = main_lines(data, axis, cols, room, self.selected if len(self._cards) > 1 else None)
         chart.set_lines(lines[: max(1, room)])

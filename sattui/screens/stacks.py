@@ -14,14 +14,11 @@ from textual.widgets import Footer, Static
 from sattui.screens.base import SubScreen
 from sattui.widgets import fmt
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.rows import STATE_GLYPHS, fit
+from sattui.states import state_of
+from sattui.widgets.rows import fit
 from sattui.widgets.stacktable import states_present, top_functions
 from sattui.widgets.viewdata import ViewData
 
-STATE_TEXT_STYLE = {"data_wait": "bold red", "data_inline": "bold magenta", "sync": "bold yellow",
-                    "h2d_copy": "yellow", "collective": "bold cyan", "forward": "green", "backward": "green",
-                    "optimizer": "green", "compile": "blue", "checkpoint": "magenta", "eval": "blue",
-                    "logging": "dim", "other": "dim", "idle": "dim"}
 MAX_ROWS = 60
 # cells before the function column (29) + the table's padding (2) + a scrollbar (2)
 LABEL_OFFSET = 33
@@ -30,8 +27,8 @@ LABEL_OFFSET = 33
 class StacksScreen(SubScreen):
     BINDINGS = [
         *SubScreen.BINDINGS,
-        Binding("f", "cycle_state", "filter"),
-        Binding("o", "toggle_sort", "sort"),
+        Binding("f", "cycle_state", "filter", tooltip="show one state's functions (f again: the next state)"),
+        Binding("o", "toggle_sort", "sort", tooltip="sort by own / total time"),
     ]
 
     def __init__(self) -> None:
@@ -80,10 +77,11 @@ class StacksScreen(SubScreen):
         out.append(f" {'own':>5} {'total':>6}  {'state':<14}function (file:line)\n", "bold")
         for r in rows[:MAX_ROWS]:
             st = r.state or ""
-            glyph = STATE_GLYPHS.get(st, " ") if r.own_s > 0 else " "
+            known = state_of(r.state)
+            glyph = known.glyph if known is not None and r.own_s > 0 else " "
             out.append(f" {r.own_s / total:5.1%} {r.total_s / total:6.1%}  ")
-            out.append(glyph, STATE_TEXT_STYLE.get(st, ""))
-            out.append(f" {fit(st if r.own_s > 0 else '', 11):<11} ", STATE_TEXT_STYLE.get(st, "dim"))
+            out.append(glyph, known.text_style if known is not None else "")
+            out.append(f" {fit(st if r.own_s > 0 else '', 11):<11} ", known.text_style if known is not None else "dim")
             out.append(fit(r.label, max(10, width - LABEL_OFFSET)) + "\n")
         if len(rows) > MAX_ROWS:
             out.append(f" … {len(rows) - MAX_ROWS} more functions", "dim")

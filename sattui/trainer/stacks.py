@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from sattui.model import Event, Frame, StackChunk, StackSample
+from sattui.sampler_status import PTRACE_FIX, SamplerStatus
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,7 @@ MAX_CONSECUTIVE_FAILURES = 8
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 8.0
 
-STATUSES = ("starting", "sampling", "denied", "not_python", "missing", "target_gone", "stopped", "failing")
-_TERMINAL = frozenset({"denied", "not_python", "missing", "target_gone", "failing"})
-
-PTRACE_HINT = (
-    "run sattui as root, or as the trainer's user with `sysctl kernel.yama.ptrace_scope=0`; "
-    "in a container add `--cap-add SYS_PTRACE`"
-)
+_TERMINAL = frozenset(s for s in SamplerStatus if s.terminal)
 
 _THREAD_FRAME = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\)(?:: (.*))?$", re.S)
 _PROCESS_FRAME = re.compile(r"^process \d+:")
@@ -231,7 +226,7 @@ def parse_chrometrace(data: list[dict], *, t0: float, pid_filter: int | None = N
         tid, name, frames = _thread_of(list(stack), ctid, meta, pid)
         out.append(StackSample(
             t=t0 + start / 1e6, dur=(end - start) / 1e6, pid=pid, tid=tid, thread_name=name,
-            is_main=(tid == pid), active=True, frames=frames,
+            is_main=(tid == pid), frames=frames,
         ))
     return out
 
@@ -331,7 +326,7 @@ class StackSampler:
         self.rate_hz = self.requested_rate_hz
         self.chunk_s = max(0.2, float(chunk_s))
         self.py_spy = py_spy if py_spy is not None else find_py_spy()
-        self.status: str = "starting"
+        self.status: SamplerStatus = SamplerStatus.STARTING
         self.status_message: str | None = None
         # Start each run before the previous one ends, so that py-spy's attach (~30-100 ms)
         # leaves no gap between chunks; False runs them one after another (the benchmark
@@ -679,9 +674,9 @@ class StackSampler:
         self._last_error = _first_error_line(stderr) if stderr.strip() else f"exit status {rc}"
         self._last_rc = rc
         if kind == "denied":
-            msg = f"no permission to read the stacks of pid {self.pid}: {PTRACE_HINT}"
+            msg = f"no permission to read the stacks of pid {self.pid}: {PTRACE_FIX}"
             self._set_status("denied", msg)
-            self._emit("permission_denied", msg, hint=PTRACE_HINT, error=self._last_error)
+            self._emit("permission_denied", msg, hint=PTRACE_FIX, error=self._last_error)
             return "stop"
         if kind == "not_python":
             if self._target_age() < NOT_PYTHON_GRACE_S:
@@ -741,8 +736,8 @@ class StackSampler:
             return time.time() - self._create_time
         return time.time() - (self._started_at or time.time())
 
-    def _set_status(self, status: str, message: str | None) -> None:
-        self.status = status
+    def _set_status(self, status: SamplerStatus | str, message: str | None) -> None:
+        self.status = SamplerStatus(status)
         self.status_message = message
 
     def _emit(self, type_: str, message: str, **data: Any) -> None:

@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import linecache
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sattui.model import ACTIVITIES, Frame
-
-STATES = ACTIVITIES + ("startup",)
+from sattui.frames import is_user_frame, norm_path
+from sattui.model import Frame
 
 SourceLine = Callable[[str, int], str | None]
 # (frames innermost-first, index of the frame being matched) -> bool
@@ -87,10 +84,6 @@ _FETCH = "torch/utils/data/_utils/fetch.py"
 _COLLATE = "torch/utils/data/_utils/collate.py"
 
 
-def _norm(filename: str) -> str:
-    return filename.replace("\\", "/")
-
-
 def _file_matches(path: str, pattern: str) -> bool:
     if pattern.startswith("<"):
         return path.startswith(pattern)
@@ -116,7 +109,7 @@ def _frame_in(frame: Frame, files: tuple[str, ...], names: tuple[str, ...]) -> b
 @functools.lru_cache(maxsize=1 << 16)
 def _frame_in_cached(filename: str, name: str, files: tuple[str, ...],
                      names: tuple[str, ...]) -> bool:
-    path = _norm(filename)
+    path = norm_path(filename)
     if files and not any(_file_matches(path, p) for p in files):
         return False
     return not names or any(_name_matches(name, p) for p in names)
@@ -135,34 +128,6 @@ def _fetch_or_collate(frames: Sequence[Frame], _i: int) -> bool:
 
 
 # --- user code vs library ------------------------------------------------------------------
-
-_STDLIB_DIR = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/")
-_LIB_DIRS = ("/site-packages/", "/dist-packages/")
-# py-spy's default (short) filenames drop the sys.path prefix, so "torch/nn/..." and
-# "threading.py" no longer say where they live: recognise common libraries by top package.
-_KNOWN_LIBS = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "scipy",
-    "pandas", "PIL", "cv2", "sympy", "jinja2", "transformers", "accelerate", "datasets",
-    "tokenizers", "safetensors", "huggingface_hub", "lightning", "pytorch_lightning",
-    "lightning_fabric", "deepspeed", "timm", "wandb", "tensorboard", "tensorboardX", "mlflow",
-    "tqdm", "absl", "google", "apex", "xformers", "flash_attn", "einops", "fsspec",
-})
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def is_user_frame(filename: str) -> bool:
-    """True for the trainer's own code: not a library, the stdlib, a pseudo-file
-    (``<frozen …>``, ``<string>``) or an inductor-generated module."""
-    path = _norm(filename)
-    if not path or path.startswith("<") or "torchinductor_" in path:
-        return False
-    if any(d in path for d in _LIB_DIRS) or path.startswith(("site-packages/", "dist-packages/")):
-        return False
-    if path.startswith("/"):
-        return not _STDLIB_DIR.search(path)
-    top = path.split("/", 1)[0].removesuffix(".py")
-    return top not in sys.stdlib_module_names and top not in _KNOWN_LIBS
-
 
 def _is_user(frames: Sequence[Frame], i: int) -> bool:
     return is_user_frame(frames[i].filename)
@@ -371,7 +336,7 @@ def explain(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
 
 def classify(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
              cuda: bool = False) -> str:
-    """The activity of one main-thread stack sample, one of :data:`STATES`.
+    """The activity of one main-thread stack sample, a :class:`sattui.states.State` name.
 
     ``frames`` innermost first, as py-spy gives them (names may be qualified, filenames
     absolute or py-spy's short form). ``source_line(filename, line)`` enables the rules
@@ -381,26 +346,6 @@ def classify(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
     """
     return explain(frames, source_line=source_line, cuda=cuda).state
 
-
-@functools.lru_cache(maxsize=8192)
-def read_source_line(filename: str, line: int) -> str | None:
-    """The stripped source text at ``filename:line`` via linecache, or None; never raises.
-
-    Cached per (file, line) for the life of the process: the trainer's source does not
-    change under a run, and stacks repeat. Pass absolute filenames (py-spy
-    ``--full-filenames`` or ``dump --json``'s ``filename``): a short one is looked up on
-    *this* process's sys.path.
-    """
-    try:
-        if not filename or filename.startswith("<") or line is None or line < 1:
-            return None
-        text = linecache.getline(filename, line).strip()
-    except Exception:  # unreadable, binary, vanished: no line, never an error
-        return None
-    return text or None
-
-
-# --- py-spy "raw" (collapsed) lines --------------------------------------------------------
 
 _THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\)(?:: ?(.*))?$")
 _FRAME = re.compile(r"^(.*?) \((.*)\)$")

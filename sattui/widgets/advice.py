@@ -9,25 +9,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from sattui.findings import Finding, evidence_text
 from sattui.widgets.viewdata import ViewData
-
-SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan", "info": "dim"}
-
-
-def _evidence(ev: Any) -> str:
-    if not isinstance(ev, dict) or not ev:
-        return ""
-    parts = []
-    for k, v in ev.items():
-        if isinstance(v, float):
-            v = f"{v:.3g}"
-        elif isinstance(v, (list, tuple)):
-            v = ", ".join(str(x) for x in v[:3]) + (" …" if len(v) > 3 else "")
-        elif isinstance(v, dict):
-            continue
-        parts.append(f"{k}={v}")
-    return "  ".join(parts)
-
 
 def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
     """``head`` then ``body`` wrapped under itself (a hanging indent), so the fix text of a
@@ -39,7 +22,7 @@ def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
         out.append("\n" + " " * len(head) + line, style)
 
 
-def advice_text(findings: list[dict[str, Any]], width: int = 80) -> Text:
+def advice_text(findings: list[Finding], width: int = 80) -> Text:
     out = Text(end="", no_wrap=True, overflow="ellipsis")
     if not findings:
         out.append("no findings yet", "dim")
@@ -48,21 +31,18 @@ def advice_text(findings: list[dict[str, Any]], width: int = 80) -> Text:
     for i, f in enumerate(findings):
         if i:
             out.append("\n")
-        sev = str(f.get("severity") or "info")
-        out.append(f"{sev.upper():<6} ", SEVERITY_STYLE.get(sev, ""))
-        out.append(str(f.get("rule")), "bold")
-        impact = f.get("impact")
-        if isinstance(impact, (int, float)):
-            out.append(f"  impact {impact:.0%}", "dim")
-        where = [f"card {f['card']}" if f.get("card") is not None else "", f"rank {f['rank']}" if f.get("rank") is not None else ""]
-        if any(where):
-            out.append("  " + " ".join(w for w in where if w), "dim")
-        _wrapped(out, "  ", str(f.get("summary") or ""), "", width)
-        ev = _evidence(f.get("evidence"))
+        sev = f.severity.value
+        out.append(f"{sev.upper():<6} ", f.severity.text_style)
+        out.append(f.rule, "bold")
+        out.append(f"  impact {f.impact:.0%}", "dim")
+        if f.where():
+            out.append("  " + f.where(), "dim")
+        _wrapped(out, "  ", f.summary, "", width)
+        ev = evidence_text(f.evidence)
         if ev:
             _wrapped(out, "  evidence ", ev, "", width)
-        if f.get("fix"):
-            _wrapped(out, "  fix ", str(f["fix"]), "green", width)
+        if f.fix:
+            _wrapped(out, "  fix ", f.fix, "green", width)
     return out
 
 
@@ -82,10 +62,8 @@ class AdvicePanel(VerticalScroll, can_focus=False):
 
     def show(self, data: ViewData) -> None:
         findings = data.findings
-        key = repr([(f.get("rule"), f.get("severity"), f.get("impact"), f.get("summary"), f.get("fix"),
-                     f.get("card"), f.get("rank"), f.get("evidence")) for f in findings])
         width = max(20, (self.size.width or self.app.size.width) - 2)
-        key = (key, width)
+        key = (repr(findings), width)
         if key != self._key:
             self._key = key
             self.query_one("#advice-text", Static).update(advice_text(findings, width))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
+from sattui.sampler_status import SamplerStatus
 from sattui.trainer.launchers import printable
 from sattui.widgets import fmt
 from sattui.widgets.rows import Run, fit
@@ -35,40 +36,17 @@ class ViewState:
     show_clock: bool = True
 
 
-# SessionStatus.sampler values (sattui/session.py) → what the header says, and how loud.
-SAMPLER_WORDS = {
-    "starting": ("starting", "dim"),
-    "denied": ("no permission", "bad"),
-    "not_python": ("not Python", "warn"),
-    "missing": ("not installed", "warn"),
-    "failing": ("failing", "bad"),
-    "target_gone": ("target gone", "dim"),
-    "stopped": ("stopped", "dim"),
-}
-# Sampler states that also get a line of their own, with the session's message (the fix).
-SAMPLER_PROBLEMS = {
-    "denied": "py-spy may not attach (no ptrace permission)",
-    "not_python": "the trainer is not a Python process: no stacks",
-    "missing": "py-spy is not installed: no stacks",
-    "failing": "py-spy keeps failing",
-}
-# Events that say the same as a sampler state above (the state's line replaces them).
-SAMPLER_EVENT_TYPES = {"denied": "permission_denied", "not_python": "not_python", "missing": "sampler_missing",
-                       "failing": "sampler_failing"}
-
-
 def sampler_runs(data: ViewData) -> list[Run]:
     st = data.status
     sampler = st.sampler if st is not None else None
     rate = st.sampler_rate_hz if st is not None else None
-    if sampler == "sampling" or (sampler is None and rate is not None):
+    if sampler == SamplerStatus.SAMPLING or (sampler is None and rate is not None):
         if rate is None:
             r = data.header.get("stack_rate_hz")
             rate = float(r) if isinstance(r, (int, float)) else None
         return [("py-spy ", "dim"), (f"{rate:g} Hz" if rate is not None else "on", "value")]
     if sampler is not None:
-        word, style = SAMPLER_WORDS.get(sampler, (sampler.replace("_", " "), "warn"))
-        return [("py-spy ", "dim"), (word, style)]
+        return [("py-spy ", "dim"), (sampler.word, sampler.loudness)]
     if data.header.get("pid") is None:
         return [("cards only", "dim")]
     return [("no stacks", "warn")]
@@ -119,7 +97,7 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             # "under …" first: a long command line is cut at the right edge
             who = (f"{rank}pid {f.get('pid')}{more} (under {h.get('launcher') or f.get('launcher')} pid {pid}) "
                    f"{shlex.join(map(str, fcmd))}")
-        elif h.get("launcher") and st is not None and st.sampler == "starting":
+        elif h.get("launcher") and st is not None and st.sampler == SamplerStatus.STARTING:
             who += f"  (a {h.get('launcher')} launcher: looking for the trainer below it)"
         who = printable(who, 400)
     else:
@@ -133,14 +111,12 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     if v is None:
         lines.append([("verdict ", "dim"), ("no findings yet", "dim")])
     else:
-        sev = str(v.get("severity") or "info")
-        impact = v.get("impact")
-        summary = str(v.get("summary") or v.get("rule"))
-        tail = f" (impact {impact:.0%})" if isinstance(impact, (int, float)) and sev in ("high", "medium") \
-            and f"{impact:.0%}" not in summary else ""
-        lines.append([(f" {sev.upper()} ", sev if sev in HEADER_STYLES else "info"), (" ", ""),
-                      (str(v.get("rule")), "value"), (": ", "dim"),
-                      (fit(summary + tail, max(10, width - len(sev) - len(str(v.get('rule'))) - 6)), "")])
+        sev = v.severity.value
+        summary = v.summary or v.rule
+        tail = f" (impact {v.impact:.0%})" if v.severity.at_least("medium") and f"{v.impact:.0%}" not in summary \
+            else ""
+        lines.append([(f" {sev.upper()} ", sev), (" ", ""), (v.rule, "value"), (": ", "dim"),
+                      (fit(summary + tail, max(10, width - len(sev) - len(v.rule) - 6)), "")])
 
     # degraded states, plainly, one line each
     probs: list[list[Run]] = []
@@ -155,10 +131,11 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     elif st is not None and st.backend is not None and st.backend_message and data.live:
         probs.append([("card backend failing", "bad"), (": " + st.backend_message, "dim")])
         said.add("backend_failing")
-    if st is not None and st.sampler in SAMPLER_PROBLEMS:
-        probs.append([(SAMPLER_PROBLEMS[st.sampler], "bad" if st.sampler in ("denied", "failing") else "warn"),
+    if st is not None and st.sampler is not None and st.sampler.problem is not None:
+        probs.append([(st.sampler.problem, st.sampler.loudness),
                       (": " + st.sampler_message if st.sampler_message else "", "dim")])
-        said.add(SAMPLER_EVENT_TYPES[st.sampler])
+        if st.sampler.event is not None:
+            said.add(st.sampler.event)
     ex = data.trainer_exit
     if ex is not None:
         code = ex.get("exit_code")
@@ -211,6 +188,11 @@ class StatusHeader(Widget):
             relayout = len(runs) != len(self._runs)
             self._runs = runs
             self.refresh(layout=relayout)
+
+    @property
+    def line_count(self) -> int:
+        """Lines the header takes now (screens give the rest to their charts)."""
+        return len(self._runs)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

@@ -14,7 +14,7 @@ Glyphs:
   dip shorter than a bucket still shows; the colour is that minimum's band.
 * CPU, memory, power, temperature, clocks and PCIe draw each bucket's **mean**.
 * The main thread's state strip draws one **letter per bucket** (``W`` data_wait,
-  ``f`` forward …, :data:`STATE_GLYPHS`) on the state's colour, so the strip reads the
+  ``f`` forward …, :class:`sattui.states.State`) on the state's colour, so the strip reads the
   same without colour (``NO_COLOR``) or with 16 colours.
 * A blank cell is "no sample here", never zero.
 """
@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sattui.model import ACTIVITIES
+from sattui.states import State, glyph, style_class
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 
@@ -33,12 +33,6 @@ Run = tuple[str, str]
 Runs = tuple[Run, ...]
 BLOCKS = "▁▂▃▄▅▆▇█"
 
-STATE_GLYPHS = {
-    "data_wait": "W", "data_inline": "L", "sync": "S", "h2d_copy": "H", "collective": "C",
-    "forward": "f", "backward": "b", "optimizer": "o", "compile": "c", "checkpoint": "K",
-    "eval": "E", "logging": "g", "other": "?", "idle": ".", "startup": "~",
-}
-STATE_ORDER = ACTIVITIES + ("startup",)
 KERNEL_STATES = {"R": "run", "S": "sleep", "D": "disk", "Z": "zombie", "T": "stopped", "t": "traced", "I": "idle"}
 
 # NVML clock-event reason bits (nvmlClocksEventReason*), in bit order.
@@ -147,14 +141,14 @@ def chart(values: Sequence[float | None], scale: float, height: int,
             continue
         lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
         st = style if isinstance(style, str) else style(v)
-        for r in range(height):
-            fill = lv - 8 * (height - 1 - r)
-            rows[r].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
+        for i in range(height):
+            fill = lv - 8 * (height - 1 - i)
+            rows[i].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
     return [merge(r) for r in rows]
 
 
 def state_cells(states: Sequence[str | None]) -> Runs:
-    return merge([(" ", "nodata") if s is None else (STATE_GLYPHS.get(s, "?"), "st-" + s) for s in states])
+    return merge([(" ", "nodata") if s is None else (glyph(s), style_class(s)) for s in states])
 
 
 def legend(shares: dict[str, float], width: int) -> Runs:
@@ -166,7 +160,7 @@ def legend(shares: dict[str, float], width: int) -> Runs:
         text = f" {st} {share:.0%}  "
         if used + 1 + len(text) > width:
             break
-        runs += [(STATE_GLYPHS.get(st, "?"), "st-" + st), (text, "dim")]
+        runs += [(glyph(st), style_class(st)), (text, "dim")]
         used += 1 + len(text)
     return tuple(runs)
 
@@ -261,7 +255,7 @@ def state_strip(data, axis: Axis) -> dict[int, tuple[list[str | None], dict[str,
         def compute(pid=pid):
             spans = data.stack_spans_for(pid, axis.t0)
             secs = state_seconds(spans, axis.t0, data.t_end + 1e-6)
-            secs.pop("startup", None)
+            secs.pop(State.STARTUP, None)
             total = sum(secs.values())
             shares = {k: v / total for k, v in secs.items()} if total > 0 else {}
             return bin_states(spans, axis), shares
@@ -287,7 +281,7 @@ def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True) -> li
     total_shares: dict[str, float] = {}
     for pid, (states, shares) in strips.items():
         top = sorted(shares.items(), key=lambda kv: -kv[1])[:2]
-        val = "  ".join(f"{STATE_GLYPHS.get(k, '?')} {v:.0%}" for k, v in top)
+        val = "  ".join(f"{glyph(k)} {v:.0%}" for k, v in top)
         lines.append(Line(label=text(fit(trainer_label(data, pid), cols.label), "label"), body=state_cells(states),
                           value=text(val, "value")))
         for k, v in shares.items():

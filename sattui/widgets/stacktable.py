@@ -7,18 +7,11 @@ spans, weighted by how long they held (``dur``), so the shares are shares of tim
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sattui.model import Frame, StackSample
-from sattui.report import frame_label as _frame_label
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def frame_label(f: Frame) -> str:
-    # A training loop repeats the same few hundred frames: format each once.
-    return _frame_label(f)
+from sattui.frames import frame_label
+from sattui.model import StackSample
 
 
 @dataclass(slots=True)
@@ -40,7 +33,7 @@ def top_functions(samples: Iterable[StackSample], t0: float, t1: float, state: s
     rows: dict[str, FunctionRow] = {}
     total = 0.0
     for s in samples:
-        if s.activity == "startup" or (state is not None and s.activity != state):
+        if s.state == "startup" or (state is not None and s.state != state):
             continue
         dur = min(s.t + s.dur, t1) - max(s.t, t0)
         if dur <= 0 or not s.frames:
@@ -52,7 +45,7 @@ def top_functions(samples: Iterable[StackSample], t0: float, t1: float, state: s
         r.own_s += dur
         if r.states is None:
             r.states = {}
-        act = s.activity or "other"
+        act = s.state or "other"
         r.states[act] = r.states.get(act, 0.0) + dur
         for lab in set(labels):
             rr = rows.get(lab) or rows.setdefault(lab, FunctionRow(lab))
@@ -64,6 +57,6 @@ def top_functions(samples: Iterable[StackSample], t0: float, t1: float, state: s
 def states_present(samples: Iterable[StackSample]) -> list[str]:
     seen: dict[str, float] = {}
     for s in samples:
-        if s.activity and s.activity != "startup":
-            seen[s.activity] = seen.get(s.activity, 0.0) + s.dur
+        if s.state and s.state != "startup":
+            seen[s.state] = seen.get(s.state, 0.0) + s.dur
     return [k for k, _ in sorted(seen.items(), key=lambda kv: -kv[1])]

@@ -20,11 +20,12 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from sattui.widgets.rows import STATE_GLYPHS, Columns, Line, Runs, columns_for
+from sattui.states import State
+from sattui.widgets.rows import Columns, Line, Runs, columns_for
 
 STYLE_NAMES = (
     "good", "warn", "bad", "nodata", "label", "selected", "sim", "bad-tag", "value", "dim", "head", "axis",
-    "bar", "cpu", "cpu-hot", "io", "k-R", "k-S", "k-D", "k-Z", *(f"st-{s}" for s in STATE_GLYPHS),
+    "bar", "cpu", "cpu-hot", "io", "k-R", "k-S", "k-D", "k-Z", *(s.style_class for s in State),
 )
 
 
@@ -95,7 +96,8 @@ class TimeChart(Widget):
 
     @property
     def columns(self) -> Columns:
-        width = self.size.width or (self.parent.size.width if self.parent else 0) or self.app.size.width
+        parent = self.parent
+        width = self.size.width or (parent.size.width if isinstance(parent, Widget) else 0) or self.app.size.width
         return columns_for(width)
 
     @property
@@ -166,5 +168,6 @@ class TimeChart(Widget):
 
     def on_click(self, event: Click) -> None:
         y = event.y
-        if 0 <= y < len(self._lines) and self._lines[y].key:
-            self.post_message(self.LineClicked(self._lines[y].key))
+        key = self._lines[y].key if 0 <= y < len(self._lines) else None
+        if key:
+            self.post_message(self.LineClicked(key))

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
+from sattui.sampler_status import SamplerStatus
 from sattui.widgets.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
@@ -20,7 +22,6 @@ if TYPE_CHECKING:  # session.py is the session helper's; only its API is used he
 
 EPS = 1e-6
 ROLE_ORDER = {"main": 0, "rank": 1, "worker": 2, "pin": 3, "compile": 4, "other": 5}
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 # Events that put a line in the header while they hold (a later "recovered" clears them).
 PROBLEM_EVENTS = {
     "card_lost": "card_recovered",
@@ -33,11 +34,6 @@ PROBLEM_EVENTS = {
     "sampler_failing": "sampler_restart",
     "no_accelerator": None,
 }
-
-
-def finding_rank(f: dict[str, Any]) -> tuple[int, float]:
-    impact = f.get("impact")
-    return (SEVERITY_ORDER.get(str(f.get("severity")), 9), -(impact if isinstance(impact, (int, float)) else 0.0))
 
 
 @dataclass
@@ -53,7 +49,7 @@ class ViewData:
 
     @property
     def live(self) -> bool:
-        return bool(getattr(self.session, "live", False))
+        return self.session.live
 
     @cached_property
     def header(self) -> dict[str, Any]:
@@ -64,18 +60,15 @@ class ViewData:
         return self.session.status()
 
     @cached_property
-    def findings(self) -> list[dict[str, Any]]:
+    def findings(self) -> list[Finding]:
         try:
             found = list(self.session.findings())
         except Exception as e:  # an advisor bug must not take the monitor down
-            return [{"rule": "advisor_error", "severity": "info", "impact": None,
-                     "summary": f"the advisor failed: {e}", "evidence": {}, "fix": None}]
-        found = [f for f in found if f.get("rule") not in (None, "healthy", "no_data")] + \
-                [f for f in found if f.get("rule") in ("healthy", "no_data")]
-        return sorted(found, key=finding_rank)
+            return [Finding("advisor_error", Severity.INFO, 0.0, f"the advisor failed: {e}")]
+        return view_order(found)
 
     @cached_property
-    def verdict(self) -> dict[str, Any] | None:
+    def verdict(self) -> Finding | None:
         return self.findings[0] if self.findings else None
 
     @cached_property
@@ -96,7 +89,7 @@ class ViewData:
         return [(k[0], {"message": e.message, "t": e.t, **e.data}) for k, e in live.items()]
 
     def lost_cards(self) -> set[int]:
-        return {d.get("card") for typ, d in self.problems if typ == "card_lost" and d.get("card") is not None}
+        return {d["card"] for typ, d in self.problems if typ == "card_lost" and isinstance(d.get("card"), int)}
 
     @cached_property
     def trainer_exit(self) -> dict[str, Any] | None:
@@ -118,9 +111,6 @@ class ViewData:
         for k in self.timeline.keys("card"):
             infos.setdefault(k, {"card": k, "name": None, "vendor": None})
         return [infos[k] for k in sorted(infos)]
-
-    def card_samples(self, card: int, t0: float) -> list[CardSample]:
-        return self.window("card", card, t0)
 
     def last_card(self, card: int) -> CardSample | None:
         """The newest sample at or before ``t_end`` (kept when the card stops reporting)."""
@@ -210,16 +200,8 @@ class ViewData:
         for s in self.window("stack", pid, t0 - self.STACK_LOOKBACK_S):
             if s.t + s.dur <= t0:
                 continue
-            spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.activity))
+            spans.append((s.t, max(min(s.dur, self.t_end - s.t), 0.0), s.state))
         return spans
-
-    def stack_spans(self, t0: float) -> dict[int, list[tuple[float, float, str | None]]]:
-        out = {}
-        for pid in self.stack_pids(t0):
-            spans = self.stack_spans_for(pid, t0)
-            if spans:
-                out[pid] = spans
-        return out
 
     def stack_samples(self, t0: float) -> list[StackSample]:
         return [s for pid in self.stack_pids(t0) for s in self.window("stack", pid, t0)]
@@ -230,10 +212,10 @@ class ViewData:
         st = self.status
         if st is None:
             return None
-        if st.sampler == "denied":
+        if st.sampler == SamplerStatus.DENIED:
             return "no stacks: py-spy has no ptrace permission (see the header)"
-        if st.sampler in ("missing", "not_python", "failing", "stopped", "target_gone"):
-            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.replace('_', ' ')}")
-        if st.sampler == "starting":
+        if st.sampler is not None and (st.sampler.terminal or st.sampler == SamplerStatus.STOPPED):
+            return "no stacks: " + (st.sampler_message or f"py-spy {st.sampler.word}")
+        if st.sampler == SamplerStatus.STARTING:
             return "waiting for the first stack samples"
         return None

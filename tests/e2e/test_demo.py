@@ -38,7 +38,7 @@ def _demo(tmp_path: Path, scenario: str, seconds: float = 15) -> tuple[dict, lis
 
 def _main_spans(header: dict, recs: list[dict]) -> list[tuple[float, float, str | None]]:
     pid = header["pid"]
-    return [(s.t, s.t + s.dur, s.activity) for r in recs if r["kind"] == "stacks" and r["pid"] == pid
+    return [(s.t, s.t + s.dur, s.state) for r in recs if r["kind"] == "stacks" and r["pid"] == pid
             for s in samples_from_record(r) if s.tid == pid]
 
 

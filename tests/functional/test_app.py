@@ -16,7 +16,7 @@ from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.widgets.header import StatusHeader
-from sattui.widgets.rows import STATE_GLYPHS
+from sattui.states import State
 from sattui.widgets.timechart import TimeChart
 from tests.functional.conftest import FIXTURE, replay
 from tests.functional.doubles import FrozenLive, status
@@ -79,7 +79,7 @@ async def test_state_strip_shares_the_card_strip_time_axis(session):
         dips = [k for k, c in enumerate(cells_u) if c == "▁"]
         assert dips, cells_u
         # A bucket whose minimum is a dip holds (part of) a data wait.
-        assert all(cells_s[k] == STATE_GLYPHS["data_wait"] for k in dips), (cells_u, cells_s)
+        assert all(cells_s[k] == State("data_wait").glyph for k in dips), (cells_u, cells_s)
         texts = [s.text for s in chart._strips]
         row_u = texts[chart.lines.index(util)]
         row_s = texts[chart.lines.index(state)]
@@ -403,6 +403,6 @@ async def test_no_color_stays_readable(monkeypatch, session):
         assert app.no_color
         strip = next(line for line in chart_text(app) if line.startswith("main thread"))
         # Without colour the states still read: one letter each.
-        assert STATE_GLYPHS["data_wait"] in strip and STATE_GLYPHS["backward"] in strip
+        assert State("data_wait").glyph in strip and State("backward").glyph in strip
         svg = app.export_screenshot()
         assert "#d7263d" not in svg  # the data_wait red is gone; the letters remain

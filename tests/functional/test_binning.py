@@ -9,7 +9,8 @@ import pytest
 
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis, BinCache, bin_bits, bin_letters, bin_states, bin_values, typical_hold
-from sattui.widgets.rows import (BLOCKS, STATE_GLYPHS, axis_line, bar, chart, columns_for, decode_clock_reasons,
+from sattui.states import State
+from sattui.widgets.rows import (BLOCKS, axis_line, bar, chart, columns_for, decode_clock_reasons,
                                  legend, spark, state_cells)
 
 
@@ -76,8 +77,8 @@ def test_glyphs():
     rows = chart([100.0, 0.0, None], 100.0, 2, "good")
     assert ["".join(t for t, _ in r) for r in rows] == ["█  ", "█▁ "]
     cells = state_cells(["data_wait", None, "forward"])
-    assert "".join(t for t, _ in cells) == STATE_GLYPHS["data_wait"] + " " + STATE_GLYPHS["forward"]
-    assert len(set(STATE_GLYPHS.values())) == len(STATE_GLYPHS)  # readable without colour
+    assert "".join(t for t, _ in cells) == State("data_wait").glyph + " " + State("forward").glyph
+    assert len({s.glyph for s in State}) == len(State)  # readable without colour
     assert "".join(t for t, _ in bar(0.5, 10)) == "█████░░░░░"
     assert bar(None, 6) == (("n/a   ", "nodata"),)
     leg = "".join(t for t, _ in legend({"data_wait": 0.6, "forward": 0.4}, 80))

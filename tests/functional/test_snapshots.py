@@ -20,6 +20,14 @@ async def shot(size: tuple[int, int], keys: list[str]) -> str:
         for k in keys:
             await pilot.press(k)
             await pilot.pause()
+        # A loaded machine can draw before the new screen has composed (the redraw then
+        # skips it): draw until one redraw has gone through, then once more to settle.
+        for _ in range(50):
+            done = app.redraws
+            app.redraw(True)
+            await pilot.pause()
+            if app.redraws > done:
+                break
         app.redraw(True)
         await pilot.pause()
         return app.export_screenshot(title=f"sattui {size[0]}x{size[1]}")

@@ -11,7 +11,7 @@ def test_host_sync_stall():
     k = TL().cards(util=50.0).main(cpu=1.0, state="R").stacks({"sync": 0.25, "forward": 0.75})
     (f,) = rh.host_sync_stall(k.window())
     assert abs(f.impact - 0.25) < 1e-6 and f.severity == "high"
-    assert f.evidence["sites"][0]["site"] == "u/train.py:57 train_step"
+    assert f.evidence["sites"][0]["site"] == "train_step (u/train.py:57)"
     busy = TL().cards(util=96.0).main().stacks({"sync": 0.25, "forward": 0.75})
     assert rh.host_sync_stall(busy.window()) == []  # waiting for a busy GPU
     few = TL().cards(util=50.0).main().stacks({"sync": 0.08, "forward": 0.92})
@@ -109,4 +109,4 @@ def test_sync_sites_name_the_users_line():
     line = Frame("step", "/home/u/loop.py", 77)
     k = TL().cards(util=40.0).main().stacks({"sync": 0.3, "forward": 0.7}, frames={"sync": (line,)})
     (f,) = rh.host_sync_stall(k.window())
-    assert f.evidence["sites"][0]["site"] == "u/loop.py:77 step"
+    assert f.evidence["sites"][0]["site"] == "step (u/loop.py:77)"

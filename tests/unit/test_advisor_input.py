@@ -13,7 +13,7 @@ def test_input_bound_fires_high_medium_and_not_on_a_near_miss():
     w = _gpu(TL()).main().proc(201, "worker", 0.9).stacks({"data_wait": 0.30, "forward": 0.70}).window()
     (f,) = ri.input_bound(w)
     assert f.severity == "high" and abs(f.impact - 0.30) < 1e-6 and "HIGHLY" in f.summary
-    assert f.evidence["workers"] == 1 and f.evidence["top_wait"][0]["site"].endswith("main")
+    assert f.evidence["workers"] == 1 and f.evidence["top_wait"][0]["site"].startswith("main (")
     w = _gpu(TL()).main().stacks({"data_wait": 0.08, "forward": 0.92}).window()
     assert [x.severity for x in ri.input_bound(w)] == ["medium"]
     w = _gpu(TL()).main().stacks({"data_wait": 0.04, "forward": 0.96}).window()

@@ -88,8 +88,8 @@ class TL:
             for act, share in shares.items():
                 d = step * share
                 if d > 0:
-                    self.tl.add("stack", pid, u, StackSample(round(u, 4), d, pid, pid, "MainThread", True, True,
-                                                             fr[act], activity=act))
+                    self.tl.add("stack", pid, u, StackSample(round(u, 4), d, pid, pid, "MainThread", True,
+                                                             fr[act], state=act))
                     u += d
             t += step
         return self

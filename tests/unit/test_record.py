@@ -131,15 +131,15 @@ def test_stacks_record_roundtrip_keeps_states_and_frames():
     f_next = Frame("_MultiProcessingDataLoaderIter._next_data", "/x/torch/utils/data/dataloader.py", 1505)
     f_thr = Frame("Condition.wait", "/usr/lib/python3.11/threading.py", 327)
     samples = [
-        StackSample(10.0, 0.5, 4242, 4242, "MainThread", True, True, (f_next, f_main), activity="data_wait"),
-        StackSample(10.5, 0.1, 4242, 4242, "MainThread", True, True, (f_main,), activity="other"),
-        StackSample(10.0, 0.6, 4242, 4300, "QueueFeederThread", False, True, (f_thr,)),
+        StackSample(10.0, 0.5, 4242, 4242, "MainThread", True, (f_next, f_main), state="data_wait"),
+        StackSample(10.5, 0.1, 4242, 4242, "MainThread", True, (f_main,), state="other"),
+        StackSample(10.0, 0.6, 4242, 4300, "QueueFeederThread", False, (f_thr,)),
     ]
     rec = stacks_to_record(StackChunk(10.0, 10.6, 4242, 20.0, samples, errors=1))
     assert len(rec["frames"]) == 3 and len(rec["stacks"]) == 3
     assert rec["threads"] == {"4242": "MainThread", "4300": "QueueFeederThread"}
     back = samples_from_record(json.loads(json.dumps(rec)))
-    assert [s.activity for s in back] == ["data_wait", "other", None]
+    assert [s.state for s in back] == ["data_wait", "other", None]
     assert back[0].frames == (f_next, f_main)
     assert back[2].is_main is False and back[0].is_main is True
     assert back[1].t == 10.5 and back[1].dur == 0.1

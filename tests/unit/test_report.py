@@ -2,7 +2,8 @@ import json
 
 from sattui.model import Frame, StackChunk, StackSample
 from sattui.record import RecordingWriter, make_header, stacks_to_record
-from sattui.report import ReportBuilder, build_report, format_text, short_path
+from sattui.frames import short_path
+from sattui.report import ReportBuilder, build_report, format_text
 
 WAIT = Frame("_MultiProcessingDataLoaderIter._next_data", "/x/site-packages/torch/utils/data/dataloader.py", 1505)
 USER = Frame("main", "/home/u/train.py", 42)
@@ -11,7 +12,7 @@ IMP = Frame("_find_and_load", "<frozen importlib._bootstrap>", 1176)
 
 
 def _chunk(t, specs, pid=100):
-    samples = [StackSample(t0, dur, pid, tid, None, tid == pid, True, frames, activity=state)
+    samples = [StackSample(t0, dur, pid, tid, None, tid == pid, frames, state=state)
                for t0, dur, tid, frames, state in specs]
     return stacks_to_record(StackChunk(t, t + 2, pid, 20.0, samples))
 
@@ -37,7 +38,7 @@ def test_shares_are_weighted_by_duration_and_exclude_startup_and_other_threads()
     top = rep["top_stacks"]
     assert top[0]["state"] == "data_wait" and top[0]["share"] == 0.8
     assert top[0]["leaf"].startswith("_MultiProcessingDataLoaderIter._next_data (torch/utils/data/dataloader.py")
-    assert top[0]["user_frame"] == "main (/home/u/train.py:42)"
+    assert top[0]["user_frame"] == "main (u/train.py:42)"
     assert rep["duration_s"] == 4.0
 
 

@@ -58,7 +58,7 @@ def test_replay_loads_the_whole_recording():
     assert any(c.util and c.util > 50 for c in cards) and any(c.util == 0.0 for c in cards)
     pid = s.header["pid"]
     stacks = s.timeline.window("stack", pid, 0.0, s.duration + 1)
-    assert stacks and {x.activity for x in stacks} >= {"data_wait", "backward"}
+    assert stacks and {x.state for x in stacks} >= {"data_wait", "backward"}
     procs = s.processes(0.0, s.duration + 1)
     assert pid in procs and {p.role for ps in procs.values() for p in ps} >= {"main", "worker"}
     assert all(isinstance(k, int) for k in procs)
@@ -147,9 +147,9 @@ def test_findings_are_the_newest_evaluation_up_to_the_cursor(tmp_path):
         _finding(5.0, "input_bound"), _finding(5.0, "worker_cpu_bound"), _finding(10.0, "healthy"),
         _ev(12.0, "recording_ended")]))
     assert not s.findings_computed  # recorded findings are used as they are
-    assert [f["rule"] for f in s.findings()] == ["healthy"]
+    assert [f.rule for f in s.findings()] == ["healthy"]
     s.seek(7.0)
-    assert [f["rule"] for f in s.findings()] == ["input_bound", "worker_cpu_bound"]
+    assert [f.rule for f in s.findings()] == ["input_bound", "worker_cpu_bound"]
     s.seek(5.0)
     assert len(s.findings()) == 2
     s.seek(4.9)
@@ -160,10 +160,10 @@ def test_replay_judges_a_headless_recording():
     pytest.importorskip("sattui.advisor.verdict")
     s = ReplaySession(str(STARVED))
     assert s.findings_computed
-    rules = [f["rule"] for f in s.findings()]
+    rules = [f.rule for f in s.findings()]
     assert rules and rules[0] == "input_bound"  # the headline comes first
     h = ReplaySession(str(HEALTHY))
-    assert [f["rule"] for f in h.findings()][0] == "healthy"
+    assert [f.rule for f in h.findings()][0] == "healthy"
     h.seek(3.0)
     assert h.findings() == []  # before the first evaluation
 
@@ -311,7 +311,7 @@ def test_live_session_writes_advisor_findings(monkeypatch, tmp_path):
         s.start()
         assert _wait(lambda: bool(s.findings()), timeout=10)
         f = s.findings()
-        assert f[0]["kind"] == "finding" and f[0]["rule"] == "no_data"  # warming up
+        assert f[0].rule == "no_data"  # warming up
         s.stop()
     finally:
         sim.set_card_file(None)

@@ -1,0 +1,172 @@
+"""Findings: what the advisor concludes, as objects from the advisor to every view.
+
+A :class:`Finding` travels from the advisor through the Timeline to the screens and the
+report as an object; it is a dict only at the file boundary (:meth:`Finding.to_record`
+when a recording is written, :meth:`Finding.from_record` when one is read). The one
+ranking of findings for a reader (:func:`view_order`) and the one way evidence is put
+into words (:func:`evidence_text`) live here too, so the screens and the report say the
+same thing the same way. Headless: nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    """How much a finding matters, lowest first (CONTRACT.md: ``high``, ``medium``,
+    ``low``, ``info``). A ``str``, so records and JSON keep the plain names."""
+
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def at_least(self, other: Severity | str) -> bool:
+        return self.rank >= _RANK[Severity(other)]
+
+    @property
+    def text_style(self) -> str:
+        """The Rich style a severity's word is printed in."""
+        return _TEXT_STYLE[self]
+
+    @property
+    def label(self) -> str:
+        """As the text report and the advice panel print it: the loud ones in capitals."""
+        return self.value.upper() if self.rank >= _RANK[Severity.MEDIUM] else self.value
+
+
+_RANK = {s: i for i, s in enumerate(Severity)}
+_TEXT_STYLE = {Severity.HIGH: "bold red", Severity.MEDIUM: "bold yellow", Severity.LOW: "cyan", Severity.INFO: "dim"}
+SEVERITIES = tuple(s.value for s in Severity)
+
+# Rules that say there is nothing to fix (or nothing yet to judge): shown after the causes.
+VERDICT_ONLY_RULES = ("healthy", "no_data")
+
+
+@dataclass
+class Finding:
+    """One rule's judgement at one evaluation.
+
+    ``impact`` is the share of the job's wall time (0–1) the fix would recover, as well
+    as it can be estimated from outside; ``evidence`` holds the numbers behind the
+    summary (JSON values only); ``card``/``rank`` say where, None for the whole job;
+    ``t`` is the moment judged (seconds on the session's clock).
+    """
+
+    rule: str
+    severity: Severity
+    impact: float
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: str = ""
+    card: int | None = None
+    rank: int | None = None
+    t: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.severity = Severity(self.severity)
+
+    def key(self) -> tuple[str, int | None, int | None]:
+        return (self.rule, self.card, self.rank)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": "finding", "t": round(self.t, 3), "rule": self.rule, "severity": self.severity.value,
+                "impact": round(self.impact, 4), "summary": self.summary, "card": self.card, "rank": self.rank,
+                "evidence": self.evidence, "fix": self.fix}
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Finding:
+        """A ``finding`` record read back (the reader has checked the field types,
+        sattui/record_schema.py); a severity this version does not know reads as info."""
+        try:
+            sev = Severity(rec.get("severity"))
+        except ValueError:
+            sev = Severity.INFO
+        impact = rec.get("impact")
+        ev = rec.get("evidence")
+        return cls(rule=str(rec.get("rule")), severity=sev,
+                   impact=float(impact) if isinstance(impact, (int, float)) else 0.0,
+                   summary=str(rec.get("summary") or ""), evidence=ev if isinstance(ev, dict) else {},
+                   fix=str(rec.get("fix") or ""), card=_int_or_none(rec.get("card")),
+                   rank=_int_or_none(rec.get("rank")), t=float(rec.get("t") or 0.0))
+
+    def where(self) -> str:
+        """``card 1 rank 0``, or "" for the whole job."""
+        return " ".join(f"{k} {v}" for k, v in (("card", self.card), ("rank", self.rank)) if v is not None)
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def view_order(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings as a reader should meet them: causes worst first (severity, then impact),
+    then ``healthy`` / ``no_data``."""
+    return sorted(findings, key=lambda f: (f.rule in VERDICT_ONLY_RULES, -f.severity.rank, -f.impact))
+
+
+# -- evidence in words ----------------------------------------------------------------
+
+_SHARE_SUFFIXES = ("share", "_ratio", "_frac", "fraction")
+MAX_VALUE_CHARS = 90
+
+
+def _is_share(key: str) -> bool:
+    return key.endswith(_SHARE_SUFFIXES) or key.startswith("share")
+
+
+def _words(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def evidence_value(key: str, v: Any, limit: int = MAX_VALUE_CHARS) -> str:
+    """One evidence value as words and numbers: shares as percentages, floats to three
+    figures, lists and records spelt out (never a Python repr)."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "n/a"
+        if _is_share(key) and 0.0 <= v <= 1.0:
+            return f"{v * 100:.0f}%"
+        return f"{v:.3g}"
+    if isinstance(v, dict):
+        parts = [f"{_words(k)} {evidence_value(k, x, limit)}" if k not in ("site", "name", "rule") else
+                 evidence_value(k, x, limit) for k, x in v.items() if x not in (None, [], {}, "")]
+        return _cut(" ".join(parts), limit)
+    if isinstance(v, (list, tuple)):
+        out: list[str] = []
+        for i, item in enumerate(v):
+            text = evidence_value(key, item, limit)
+            if sum(len(x) + 2 for x in out) + len(text) > limit:
+                out.append(f"… +{len(v) - i} more")
+                break
+            out.append(text)
+        return "; ".join(out)
+    if v is None:
+        return "n/a"
+    return str(v)
+
+
+def _cut(s: str, limit: int) -> str:
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def evidence_text(evidence: dict[str, Any] | None, sep: str = ", ") -> str:
+    """A finding's evidence as ``key value`` pairs in words; empty values left out."""
+    if not isinstance(evidence, dict):
+        return ""
+    return sep.join(f"{_words(k)} {evidence_value(k, v)}" for k, v in evidence.items()
+                    if v not in (None, [], {}, ""))
