@@ -13,8 +13,9 @@ two OFF phases around it. The figure is the median of those ratios with a bootst
     python bench/overhead.py --pin                    # trainer on CPU 0, sattui and py-spy on CPU 1
 
 An ON phase: `sattui record --pid P --duration D` is started, measured from
-``--attach-s`` after its start (its own imports and py-spy's first start are left
-out: a user attaches once for hours) until it ends; the next OFF phase starts
+``--attach-s`` (6 s) after its start until it ends — its own imports, py-spy's first
+start and the first chunks, after which the sampler fits its rate to its 10 %-of-a-core
+budget, are left out: a user attaches once for hours; the next OFF phase starts
 ``--settle-s`` after it exited. Steps/s of a phase = (steps − 1) / (last − first step
 end) over the steps that ended inside it, from the trainer's own log of step times.
 
@@ -170,8 +171,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cycles", type=int, default=20, help="ON phases (there is one OFF phase more)")
     ap.add_argument("--phase", type=float, default=5.0, help="seconds measured per phase")
-    ap.add_argument("--attach-s", type=float, default=2.5,
-                    help="seconds after sattui starts before its phase is measured (its imports, py-spy's start)")
+    ap.add_argument("--attach-s", type=float, default=6.0,
+                    help="seconds after sattui starts before its phase is measured: its imports, py-spy's start, "
+                         "and two 2 s chunks for the sampler to fit its rate to its CPU budget")
     ap.add_argument("--settle-s", type=float, default=1.0, help="seconds after sattui exits before an OFF phase")
     ap.add_argument("--warmup", type=float, default=8.0, help="seconds of training before the first phase")
     ap.add_argument("--trainer", choices=sorted(TRAINERS), action="append")

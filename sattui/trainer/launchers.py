@@ -160,6 +160,8 @@ class TrainerFinder:
             if p.ppid in taken:
                 taken.add(p.pid)
                 continue
+            if not p.cmdline:
+                continue  # inside exec (or a kernel thread): judged once its command line reads
             if not p.python or p.helper or python_launcher(p.comm, p.cmdline):
                 continue  # passed through: a shell, srun, a launcher, a worker of nobody
             f = self.found.get(p.pid)

@@ -455,6 +455,12 @@ class ProcessTree:
         first, self._first = self._first, False
 
         stats = self._walk()
+        if self.finder is None and not self._main_gone and self._root_python:
+            # A Python root can still turn out to be a launcher: torchrun names its
+            # thread pt_elastic only once it runs, a shim may exec torchrun.
+            kind = self._launcher_kind()
+            if kind is not None:
+                self.launcher, self.finder = kind, TrainerFinder(self.pid)
         if self.finder is not None and not self._main_gone:
             self._find(stats, t, events)
         seen: set[int] = set()
