@@ -377,7 +377,7 @@ class ProcessTree:
 
     def looking_message(self) -> str:
         """What a launcher root means for sampling, for a person."""
-        what = "not a Python process" if self._root_python is False else f"a {self.launcher} launcher"
+        what = "not a Python process" if self._root_python is False else "a launcher"
         return (f"pid {self.pid} ({self.launcher}) is {what}: looking below it for the trainer "
                 "(a Python process with torch loaded, a rank, or one owning DataLoader workers)")
 

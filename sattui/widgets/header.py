@@ -98,7 +98,7 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             who = (f"{rank}pid {f.get('pid')}{more} (under {h.get('launcher') or f.get('launcher')} pid {pid}) "
                    f"{shlex.join(map(str, fcmd))}")
         elif h.get("launcher") and st is not None and st.sampler == SamplerStatus.STARTING:
-            who += f"  (a {h.get('launcher')} launcher: looking for the trainer below it)"
+            who += f"  ({h.get('launcher')}: looking for the trainer below it)"
         who = printable(who, 400)
     else:
         who = "no trainer (cards only)"
