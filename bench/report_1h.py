@@ -27,6 +27,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from sattui.safefile import open_output  # noqa: E402  (after the path is set)
+
 SP = "/usr/lib/python3.11/site-packages/"
 FRAMES = [
     ["Condition.wait", "/usr/lib/python3.11/threading.py", 327],
@@ -90,7 +92,8 @@ def generate(path: str, minutes: float, seed: int = 0) -> int:
         t += 1.0
     pending.sort(key=lambda x: x[0])
     lines += [p for _, p in pending]
-    with open(path, "w", encoding="utf-8") as f:
+    # --keep may name a shared directory: created new, never through a link (sattui/safefile.py).
+    with os.fdopen(open_output(path), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return len(lines)
 

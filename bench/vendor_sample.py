@@ -38,7 +38,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sattui.vendors.base import REGISTRY, Backend, load_all, run_tool  # noqa: E402
+from sattui.vendors.base import REGISTRY, Backend, load_all  # noqa: E402
+from sattui.vendors.tool import run_tool  # noqa: E402
 from sattui.vendors.drm import DrmBackend  # noqa: E402
 from tests.e2e.test_record_backends_cli import GMI_S5000, VENDORS  # noqa: E402
 from tests.unit.test_vendor_drm import FDINFO, _amdgpu_tree, _proc_fd  # noqa: E402
@@ -50,9 +51,11 @@ SOURCES = {
     "rocm-smi": "rocm-smi 6.0.2 --json, 4x MI100",
     "amd-smi": "amd-smi 26.2.1 default view, 2x R9700",
     "hygon": "hy-smi concise, 4x K100-AI",
+    "hygon-dtk-rocm-smi": "DTK 23.10.1 rocm-smi concise, 4x Z100",
     "ascend": "npu-smi 25.5.1 info, 8x 910B3",
     "cambricon": "cnmon 5.10.13, 2x MLU370-X8",
     "kunlun": "xpu-smi (Kunlunxin), 8x P800",
+    "kunlun-4x": "xpu_smi (Kunlunxin 4.33), 4x K200",
     "mthreads": "mthreads-gmi 2.4.1, 8x S5000",
     "intel": "xpu-smi stats -d 0, 1 device",
     "biren": "brsmi SYNTHETIC table, 2 GPUs",

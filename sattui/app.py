@@ -11,6 +11,7 @@ once for the visible screen.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.markup import escape as escape_markup
 from textual.message import Message
 from textual.screen import Screen
 
@@ -30,6 +32,7 @@ from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import strip_css
+from sattui.textsafe import clean
 from sattui.widgets import fmt
 from sattui.widgets.binning import BinCache
 from sattui.widgets.header import ViewState
@@ -269,8 +272,40 @@ class SattuiApp(App[int]):
             yield SystemCommand("Play / pause replay", "Start or stop the replay cursor", self.action_play)
         for info in (self.session.header or {}).get("cards") or []:
             c = info.get("card")
-            yield SystemCommand(f"Card {c}", f"All metrics of card {c} ({info.get('name') or '?'})",
+            # The palette reads help as markup: the tool's card name is escaped twice over.
+            name = escape_markup(clean(info.get("name") or "?", 60))
+            yield SystemCommand(f"Card {c}", f"All metrics of card {c} ({name})",
                                 lambda c=c: self.action_open_card(c))
+
+    # -- screenshots: Textual's own writers open(path, "w"), following any link there
+
+    def save_screenshot(self, filename: str | None = None, path: str | None = None,
+                        time_format: str | None = None) -> str:
+        """Textual's ``save_screenshot``, writing a new file only (sattui/safefile.py)."""
+        from datetime import datetime
+
+        from sattui.safefile import write_file
+
+        name = filename or f"{self.title}_{datetime.now().strftime(time_format or '%Y-%m-%dT%H_%M_%S')}.svg"
+        target = os.path.expanduser(os.path.join(path or "./", name))
+        write_file(target, self.export_screenshot())
+        return target
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's "Screenshot": saved to the downloads folder, as Textual does, but
+        created new (never through a link nor over a file); the outcome is a notice."""
+        from platformdirs import user_downloads_path
+
+        from sattui.errors import SattuiError
+
+        try:
+            target = self.save_screenshot(filename, str(path or user_downloads_path()), time_format)
+        except SattuiError as e:
+            self.notify(escape_markup(clean(e, 300)), title="Screenshot", severity="error")
+            return None
+        self.notify(escape_markup(clean(f"saved to {target}", 300)), title="Screenshot")
+        return None
 
 
 def connect(app: SattuiApp, session: Session) -> None:

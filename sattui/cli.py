@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
-from sattui.vendors.base import BACKEND_NAMES
+from sattui.safefile import FORCE_FLAG, check_output
+from sattui.textsafe import clean
+from sattui.vendors.base import AUTO, NONE, backend_names
 
 PROG = "sattui"
+# Error lines quote paths and tools' output: cut, so one line stays one screen line or few.
+ERROR_MAX = 600
+FORCE_HELP = "replace an existing output file (never a symbolic link; see docs/security.md)"
 # `replay` and `demo` stay out of --help until the full-screen monitor is released
 # (README: commands appear in --help when they work); they run either way.
 SHOW_MONITOR_IN_HELP = True
@@ -48,16 +54,33 @@ def _pid(text: str) -> int:
 
 
 def _backend_name(text: str) -> str:
-    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
-    if text not in BACKEND_NAMES:
-        raise argparse.ArgumentTypeError(
-            f"unknown backend {text!r}; one of: {', '.join(n for n in BACKEND_NAMES if n != 'sim')}")
+    # argparse runs this on the default too: "auto" must not import every backend.
+    if text not in (AUTO, NONE) and text not in backend_names():
+        raise argparse.ArgumentTypeError(f"unknown backend {text!r}; one of: {_advertised_backends()}")
     return text
 
 
+def _advertised_backends() -> str:
+    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
+    return ", ".join(n for n in backend_names() if n != "sim")
+
+
+class _Formatter(argparse.HelpFormatter):
+    # Naming the backends imports every backend module: done when help is printed, not
+    # on every start.
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        return text.replace("{backends}", _advertised_backends()) if text else text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2, as argparse does, minus the usage block
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # argparse quotes the user's arguments raw ("unrecognized arguments: …").
+        self.exit(2, f"{self.prog}: error: {clean(message, ERROR_MAX)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="py-spy sampling rate")
     mon.add_argument("--record", dest="mon_record", metavar="FILE", help="also record the session to FILE")
     mon.add_argument("--trainer-log", dest="mon_trainer_log", metavar="FILE",
-                     help="with -- CMD: where CMD's output goes (default: a file in the temp directory)")
+                     help="with -- CMD: where CMD's output goes (default: a new private directory in the temp "
+                          "directory)")
+    mon.add_argument(FORCE_FLAG, dest="mon_force", action="store_true", help=FORCE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rec = sub.add_parser("record", help="record a trainer and the cards headless to a JSONL file",
@@ -88,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "always leaving a readable file.")
     rec.add_argument("--pid", type=_pid, help="the trainer's process id")
     rec.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write (JSON Lines)")
+    rec.add_argument(FORCE_FLAG, action="store_true", help=FORCE_HELP)
     rec.add_argument("--duration", type=_positive_float, metavar="S", help="stop after S seconds")
     rec.add_argument("--interval", type=_positive_float, default=1.0, metavar="S",
                      help="process sampling interval (default 1.0 s)")
@@ -95,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="py-spy sampling rate (default: see docs/sampling.md)")
     rec.add_argument("--no-stacks", action="store_true", help="do not run py-spy (processes only)")
     rec.add_argument("--backend", default="auto", metavar="NAME", type=_backend_name,
-                     help=f"card backend: {', '.join(n for n in BACKEND_NAMES if n != 'sim')} (default auto)")
+                     help="card backend: {backends} (default auto)")
     rec.add_argument("--card-interval", type=_positive_float, default=None, metavar="S",
                      help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
 
@@ -137,6 +163,7 @@ def build_monitor_parser(command: str) -> argparse.ArgumentParser:
                    help="process sampling interval (default 1.0 s)")
     p.add_argument("--rate", type=_positive_float, default=None, metavar="HZ", help="py-spy sampling rate")
     p.add_argument("--record", metavar="FILE", help="also record the session to FILE")
+    p.add_argument(FORCE_FLAG, action="store_true", help=FORCE_HELP)
     return p
 
 
@@ -148,7 +175,9 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def _err(msg: str) -> None:
-    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    # Every message sattui prints on stderr passes here: errors quote paths, tools' output
+    # and process names, any of which may carry terminal escapes (sattui/textsafe.py).
+    print(f"{PROG}: {clean(msg, ERROR_MAX)}", file=sys.stderr, flush=True)
 
 
 def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
@@ -161,10 +190,11 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     if args.pid is None and not command and args.backend == "none":
         raise SattuiError("nothing to record: give --pid PID, -- CMD ..., or a card --backend")
     opts = RecordOptions(out_path=args.output, duration_s=args.duration, interval_s=args.interval,
-                         rate_hz=args.rate or DEFAULT_RATE_HZ, stacks=not args.no_stacks, backend=args.backend)
+                         rate_hz=args.rate or DEFAULT_RATE_HZ, stacks=not args.no_stacks, backend=args.backend,
+                         force=args.force)
     if args.card_interval:
         opts.card_interval_s = args.card_interval
-    _check_writable(args.output)
+    check_output(args.output, args.force)
     child = None
     if command:
         try:
@@ -195,17 +225,6 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     return 0
 
 
-def _check_writable(path: str) -> None:
-    """Fail before starting anything when the output cannot be created."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise SattuiError(f"cannot write {path}: is a directory")
-    if not os.path.isdir(d):
-        raise SattuiError(f"cannot write {path}: no such directory {d}")
-    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise SattuiError(f"cannot write {path}: permission denied")
-
-
 def _run_ui(session: object) -> int:
     """The full-screen monitor over ``session``; imported here so headless commands never load Textual."""
     try:
@@ -217,7 +236,6 @@ def _run_ui(session: object) -> int:
 
 def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
     import tempfile
-    import time
 
     from sattui.session import LiveSession
 
@@ -235,13 +253,23 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
                 why = "; ".join(f"{p.name}: {p.reason}" for p in probes)
                 raise SattuiError(f"no accelerator found ({why}); give --pid PID or -- CMD to watch a trainer")
     log = args.mon_trainer_log
+    log_dir = None
     if command and log is None:
-        # The trainer must not write over the full screen: its output goes to a file.
-        log = os.path.join(tempfile.gettempdir(), f"sattui-trainer-{os.getpid()}-{int(time.time())}.log")
-    session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
-                          interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
-                          trainer_log=log if command else None)
-    code = _live(session)
+        # The trainer must not write over the full screen: its output goes to a file, in a
+        # directory of its own whose name nobody can guess beforehand (mkdtemp, 0700), so no
+        # link can be planted at it. It is kept: the user reads the log afterwards.
+        log_dir = tempfile.mkdtemp(prefix="sattui-trainer-")
+        log = os.path.join(log_dir, "trainer.log")
+    try:
+        session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
+                              interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
+                              trainer_log=log if command else None, force=args.mon_force)
+        code = _live(session)
+    except SattuiError:
+        # The command could not start (or nothing did): an empty default log says nothing.
+        if log_dir is not None and log is not None and not (os.path.exists(log) and os.path.getsize(log)):
+            shutil.rmtree(log_dir, ignore_errors=True)
+        raise
     if command:
         _err(f"trainer output: {log}")
     return code
@@ -280,7 +308,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.headless:
         if not args.output or not args.duration:
             raise SattuiError("demo --headless needs -o FILE and --duration S")
-        _check_writable(args.output)
+        check_output(args.output, args.force)
     elif args.output:
         raise SattuiError("-o is for --headless; to record the monitored demo use --record FILE")
     launch.require_torch()
@@ -294,7 +322,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             log = os.path.join(card.dir, "trainer.log")
             session = LiveSession(command=launch.trainer_command(sc, card.path, 24 * 3600.0), backend="sim",
                                   interval_s=args.interval, rate_hz=args.rate, record_path=args.record,
-                                  trainer_log=log)
+                                  trainer_log=log, force=args.force)
             _live(session)
             return 0  # the trainer is ours and was stopped on quit: its exit code says nothing
         finally:
@@ -308,7 +336,7 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
 
     assert isinstance(sc, DemoScenario)
     opts = RecordOptions(out_path=args.output, duration_s=args.duration, interval_s=args.interval,
-                         rate_hz=args.rate or DEFAULT_RATE_HZ, backend="sim")
+                         rate_hz=args.rate or DEFAULT_RATE_HZ, backend="sim", force=args.force)
     # The trainer outlives the recording; the recorder stops it when the duration ends.
     cmd = trainer_command(sc, card_path, args.duration + 60.0)
     try:

@@ -11,9 +11,11 @@ import psutil
 
 from sattui import __version__
 from sattui.sampler_status import PTRACE_FIX
+from sattui.textsafe import clean_lines
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
 CAP_SYS_PTRACE = 19
+DOCTOR_LINE_MAX = 1000
 
 
 def _read(path: str) -> str | None:
@@ -139,7 +141,8 @@ def format_text(d: dict[str, Any]) -> str:
             lines.append("      unverified: parsed from no real output of this tool; please report what it prints")
     if d.get("backends") and not any(b["available"] and b["cards"] for b in d["backends"]):
         lines.append("no accelerator found: sattui records the trainer only")
-    return "\n".join(lines)
+    # Card names, versions and reasons are the vendor tools' words: escaped (sattui/textsafe.py).
+    return clean_lines(lines, DOCTOR_LINE_MAX)
 
 
 def format_json(d: dict[str, Any]) -> str:

@@ -21,7 +21,6 @@ not grow with the recording's length.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from sattui.errors import SattuiError
 from sattui.frames import frame_label, is_user_frame
 from sattui.model import Frame
 from sattui.record import RecordingReader, _clean
+from sattui.safefile import open_output
 
 # Card tracks need pids no real process has: Linux pids stay below 2**22 (pid_max).
 CARD_PID_BASE = 1 << 30
@@ -357,30 +357,6 @@ class PerfettoExporter:
 # --------------------------------------------------------------------------- the file
 
 
-def create_output(path: str, force: bool = False) -> int:
-    """A new file for writing (mode 0600) that is never a planted link and never an
-    existing file unless ``force``: then the old entry (a file or a link, never what a
-    link points to) is removed first and the file is still created exclusively."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    if force:
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                raise SattuiError(f"cannot write {path}: is a directory")
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            raise SattuiError(f"cannot replace {path}: {e.strerror or e}") from None
-    try:
-        return os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise SattuiError(f"{path} exists; give --force to replace it") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise SattuiError(f"{path} exists; give --force to replace it") from None
-        raise SattuiError(f"cannot write {path}: {e.strerror or e}") from None
-
-
 def _remove_if_ours(path: str, st: os.stat_result) -> None:
     """Remove the half-written trace, but only if the name still points at our file."""
     try:
@@ -399,7 +375,7 @@ def export_perfetto(recording: str, out_path: str, *, force: bool = False,
     """
     reader = RecordingReader(recording)  # a foreign or unreadable file fails before OUT exists
     try:
-        fd = create_output(out_path, force)
+        fd = open_output(out_path, force)
     except BaseException:
         reader.close()
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One Python frame as py-spy reports it (``name`` may be qualified)."""
@@ -41,13 +42,18 @@ class ProcSample:
     write_Bps: float | None
     nspid: int | None = None  # pid inside the trainer's own PID namespace, if different
     threads: int | None = None
+    # The process's main thread alone: its CPU (cores) and the share of the interval it
+    # was runnable but waiting for a CPU (/proc/PID/schedstat run delay, 0–1).
+    cpu_main: float | None = None
+    run_delay: float | None = None
 
     kind = "proc"
 
     def to_record(self) -> dict[str, Any]:
         rec = {"kind": "proc", **asdict(self)}
-        if rec["nspid"] is None:
-            del rec["nspid"]
+        for k in ("nspid", "cpu_main", "run_delay"):  # optional fields: left out when unknown
+            if rec[k] is None:
+                del rec[k]
         return rec
 
 

@@ -1,9 +1,10 @@
 """Recordings: JSON Lines, format ``sattui/1`` (docs/format.md documents every field).
 
 The writer creates the file with mode 0600 (a recording names processes and command
-lines), writes one object per line and flushes after every batch, so whatever stops
-sattui leaves a file that reads back, at worst with a torn last line. The reader
-streams: a 2 GB recording is read with bounded memory.
+lines), never through a link nor over a file unasked (sattui/safefile.py), writes one
+object per line and flushes after every batch, so whatever stops sattui leaves a file
+that reads back, at worst with a torn last line. The reader streams: a 2 GB recording
+is read with bounded memory.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, TextIO
 from sattui import record_schema
 from sattui.errors import RecordingError, SattuiError
 from sattui.model import Frame, StackChunk, StackSample
+from sattui.safefile import open_output
 
 FORMAT = "sattui/1"
 FORMAT_FAMILY = "sattui/"
@@ -105,19 +107,15 @@ def samples_from_record(rec: dict[str, Any]) -> list[StackSample]:
 
 
 class RecordingWriter:
-    """Appends records to a new recording; every ``write`` ends flushed."""
+    """Appends records to a new recording; every ``write`` ends flushed.
 
-    def __init__(self, path: str, header: dict[str, Any]) -> None:
+    The file is created by :func:`sattui.safefile.open_output`: never through a link, and
+    an existing file only replaced with ``force`` (``--force``).
+    """
+
+    def __init__(self, path: str, header: dict[str, Any], force: bool = False) -> None:
         self.path = path
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        except OSError as e:
-            raise SattuiError(f"cannot write {path}: {e.strerror or e}") from None
-        # O_CREAT's mode only applies to a new file; an existing one keeps its bits.
-        try:
-            os.fchmod(fd, 0o600)
-        except OSError:
-            pass
+        fd = open_output(path, force)
         self._f: TextIO | None = os.fdopen(fd, "w", encoding="utf-8")
         self.records_written = 0
         self.write_many([header])

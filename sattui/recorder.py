@@ -63,6 +63,7 @@ class RecordOptions:
     stacks: bool = True
     backend: str = "auto"
     card_interval_s: float = DEFAULT_CARD_INTERVAL_S
+    force: bool = False  # replace an existing out_path (--force)
 
 
 @dataclass
@@ -388,7 +389,7 @@ class Recorder:
         engine = self.engine
         header = engine.open()
         try:
-            writer = RecordingWriter(self.opts.out_path, header)
+            writer = RecordingWriter(self.opts.out_path, header, force=self.opts.force)
         except BaseException:
             engine.close_backend()
             raise

@@ -19,12 +19,16 @@ from sattui.model import Frame
 from sattui.record import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.states import COUNTED_NAMES, State
+from sattui.textsafe import clean, clean_argv, clean_lines
 
 REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
 MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
 MAX_FOUND = 100  # trainers found below a launcher, kept for the report
+# The text report quotes names other users chose (command line, process, frame and card
+# names): every line is escaped and cut here (sattui/textsafe.py); --json keeps them exact.
+TEXT_LINE_MAX = 1000
 
 @dataclass
 class _ProcAgg:
@@ -372,7 +376,7 @@ def format_text(rep: dict[str, Any]) -> str:
                  f"on {rep.get('host') or '?'}")
     tr = rep.get("trainer")
     if tr:
-        cmd = " ".join(tr.get("cmdline") or []) or "?"
+        cmd = clean_argv(tr.get("cmdline")) or "?"
         lines.append(f"trainer     pid {tr['pid']}: {cmd}")
         for f in tr.get("found") or []:
             lines.append(f"            {f['t']:.0f} s: {f['message']}")
@@ -405,7 +409,7 @@ def format_text(rep: dict[str, Any]) -> str:
                      f"{'read':>9}  seen")
         for p in procs[:40]:
             rank = f"{p['role']}{p['rank']}" if p["rank"] is not None else p["role"]
-            lines.append(f"  {p['pid']:>7} {rank:<7} {p['name'][:16]:<16} {_fmt_cpu(p['cpu_mean']):>5} "
+            lines.append(f"  {p['pid']:>7} {rank:<7} {clean(p['name'], 16):<16} {_fmt_cpu(p['cpu_mean']):>5} "
                          f"{_fmt_cpu(p['cpu_max']):>5} {p['state_mostly'] or '?':<5} {_fmt_bytes(p['rss_max']):>9} "
                          f"{_fmt_bytes(p['read_bytes']):>9}  {p['first_t']:.0f}–{p['last_t']:.0f} s")
         if len(procs) > 40:
@@ -435,7 +439,7 @@ def format_text(rep: dict[str, Any]) -> str:
             lines.append(f"  {e['t']:7.1f} s  {e.get('type')}: {e.get('message')}")
         if len(evs) > 20:
             lines.append(f"  … {len(evs) - 20} more")
-    return "\n".join(lines)
+    return clean_lines(lines, TEXT_LINE_MAX)
 
 
 def format_json(rep: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ from sattui.feed import Feed
 from sattui.findings import Finding
 from sattui.model import Event, ProcSample
 from sattui.record import RecordingReader, RecordingWriter, make_header
+from sattui.safefile import check_output, open_output
 from sattui.sampler_status import SamplerStatus
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
 
@@ -160,7 +161,7 @@ class LiveSession(Session):
                  interval_s: float = 1.0, rate_hz: float | None = None, record_path: str | None = None,
                  on_update: Callable[[], None] | None = None, *, trainer_log: str | None = None,
                  stacks: bool = True, card_interval_s: float | None = None,
-                 history_s: float = DEFAULT_HISTORY_S) -> None:
+                 history_s: float = DEFAULT_HISTORY_S, force: bool = False) -> None:
         from sattui.cards import DEFAULT_CARD_INTERVAL_S
         from sattui.recorder import Engine
         from sattui.trainer.procs import resolve_pid
@@ -172,8 +173,13 @@ class LiveSession(Session):
             raise SattuiError("no command to start after --")
         if pid is not None:
             pid = resolve_pid(pid)
+        # Outputs are checked before anything starts; ``force`` (--force) lets them replace
+        # an existing file (sattui/safefile.py).
+        self.force = force
         if record_path is not None:
-            check_writable(record_path)
+            check_output(record_path, force)
+        if trainer_log is not None and command:
+            check_output(trainer_log, force)
         super().__init__(Timeline(history_s), make_header(pid=pid, cmdline=command, backend=None, cards=[]),
                          live=True)
         self.pid = pid
@@ -283,10 +289,7 @@ class LiveSession(Session):
     def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
         out: Any = None
         if self.trainer_log is not None:
-            try:
-                self._log_file = open(self.trainer_log, "ab")
-            except OSError as e:
-                raise SattuiError(f"cannot write {self.trainer_log}: {e.strerror or e}") from None
+            self._log_file = os.fdopen(open_output(self.trainer_log, self.force), "wb")
             out = self._log_file
         try:
             return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT if out else None,
@@ -310,7 +313,7 @@ class LiveSession(Session):
         with self.lock:
             self.header = header
         if self.record_path is not None:
-            self.writer = RecordingWriter(self.record_path, header)
+            self.writer = RecordingWriter(self.record_path, header, force=self.force)
             eng.add_sink(self.writer.write_many)
         eng.add_sink(self._to_feed)
         return True
@@ -430,17 +433,6 @@ def advisor_records(advisor: Any, timeline: Timeline, t: float) -> list[dict[str
         rec["t"] = t
         out.append(rec)
     return out
-
-
-def check_writable(path: str) -> None:
-    """Fail before starting anything when the output cannot be created."""
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise SattuiError(f"cannot write {path}: is a directory")
-    if not os.path.isdir(d):
-        raise SattuiError(f"cannot write {path}: no such directory {d}")
-    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise SattuiError(f"cannot write {path}: permission denied")
 
 
 # --------------------------------------------------------------------------- replay
@@ -598,5 +590,4 @@ class ReplaySession(Session):
                              recording_path=self.path)
 
 
-__all__ = ["LiveSession", "ReplaySession", "Session", "SessionStatus", "advisor_records", "check_writable",
-           "make_advisor"]
+__all__ = ["LiveSession", "ReplaySession", "Session", "SessionStatus", "advisor_records", "make_advisor"]

@@ -33,6 +33,8 @@ from rich.cells import cell_len
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sattui.safefile import write_file  # noqa: E402  (after the path is set)
+
 FIXTURE = ROOT / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
 SIZES = ((80, 24), (160, 48))
 # screen name -> keys pressed from the main screen
@@ -117,9 +119,11 @@ def to_png(svg: str, out: Path) -> str:
         exe = shutil.which("rsvg-convert")
         if exe is None:
             raise SystemExit("no SVG→PNG converter: pip install cairosvg, or apt install librsvg2-bin") from None
-        subprocess.run([exe, "-w", str(width_px), "-o", str(out)], input=svg.encode(), check=True)
+        png = subprocess.run([exe, "-w", str(width_px)], input=svg.encode(), check=True,
+                             stdout=subprocess.PIPE).stdout
+        write_file(str(out), png, force=True)
         return "rsvg-convert"
-    cairosvg.svg2png(bytestring=svg.encode(), write_to=str(out), output_width=width_px)
+    write_file(str(out), cairosvg.svg2png(bytestring=svg.encode(), output_width=width_px), force=True)
     return "cairosvg"
 
 
@@ -141,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # one monochrome picture is enough to show NO_COLOR reads
             svg = asyncio.run(shoot(Path(args.recording), args.cursor, (w, h), keys, no_color=name.endswith("-nocolor")))
             stem = f"{name}_{w}x{h}"
-            (out / f"{stem}.svg").write_text(svg, encoding="utf-8")
+            # Replacing the old pictures is the job; a link there is still never followed.
+            write_file(str(out / f"{stem}.svg"), svg, force=True)
             used.add(to_png(svg, out / f"{stem}.png"))
             print(f"{out / stem}.svg + .png")
     print(f"PNG via {', '.join(sorted(used))}, font {PNG_FONT}")

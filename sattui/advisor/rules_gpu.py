@@ -12,10 +12,8 @@ import statistics
 from collections import deque
 
 from sattui.advisor.base import Finding, pct, severity_for
-from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean, reasons_text
-
-HW_SLOWDOWN = 0x8 | 0x20 | 0x40 | 0x80
-SW_POWER_CAP = 0x4
+from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
+from sattui.vendors.nvml_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 
 FIX_SM_LOW = (
     "nvidia-smi's GPU-Util only says *some* kernel was running. Most SMs are idle: kernels launch fewer blocks "
@@ -266,7 +264,7 @@ def throttled(w: Window, relax: float = 1.0) -> list[Finding]:
         else:
             continue
         ev = {"hw_slowdown_share": round(hw, 3), "sw_power_cap_share": round(sw, 3),
-              "reasons": reasons_text(union & ~0x1), "sm_clock_mean_mhz": _r(clk, 0),
+              "reasons": known_clock_reasons(union & ~GPU_IDLE), "sm_clock_mean_mhz": _r(clk, 0),
               "sm_clock_max_mhz": cs.clock_max, "clock_ratio": _r(ratio, 3), "temp_c": _r(cs.temp),
               "power_w": _r(cs.power), "power_limit_w": cs.power_limit}
         clk_txt = f" at {clk:.0f} of {cs.clock_max:.0f} MHz" if ratio is not None else ""

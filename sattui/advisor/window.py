@@ -34,14 +34,6 @@ MIN_STACK_SAMPLES = 300
 SPAN_LOOKBACK_S = 10.0
 DEFAULT_STACK_RATE_HZ = 20.0
 
-# NVML clock-event reason bits (advisor-rules.md §1.5).
-REASON_NAMES = {
-    0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
-    0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown", 0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
-
-
 def pstdev(values: Sequence[float]) -> float:
     """Population standard deviation in floats (statistics.pstdev is exact, via
     Fractions, and 20× slower; the rules compare it with round thresholds)."""
@@ -521,10 +513,6 @@ class Window:
 def bisect_t(samples: Sequence[Any], t: float) -> int:
     """Index of the first sample with ``.t >= t`` (samples sorted by t)."""
     return bisect.bisect_left(samples, t, key=lambda s: s.t)
-
-
-def reasons_text(mask: int) -> list[str]:
-    return [name for bit, name in REASON_NAMES.items() if mask & bit]
 
 
 @functools.lru_cache(maxsize=64)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
+from sattui.textsafe import clean
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis
 from sattui.widgets.header import StatusHeader, ViewState
@@ -33,7 +35,7 @@ def card_title(info: dict[str, Any], simulated: bool, lost: bool, width: int) ->
     if info.get("power_limit_w"):
         extra.append(f"{fmt.watts(info['power_limit_w'])} limit")
     if info.get("vendor"):
-        extra.append(str(info["vendor"]))
+        extra.append(clean(info["vendor"]))  # the tool's word: escaped before it is measured
     parts = [*must, name]
     for e in extra:
         if len(" · ".join([*parts, e])) <= width:
@@ -71,7 +73,7 @@ class CardScreen(SubScreen):
                            self.size.width or self.app.size.width)
         if title != self._title:
             self._title = title
-            self.query_one("#card-title", Static).update(title)
+            self.query_one("#card-title", Static).update(Text(title))  # a Text: a tool's card name is not markup
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)

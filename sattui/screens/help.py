@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 from sattui.screens.base import SubScreen
 from sattui.widgets.header import ViewState
 from sattui.states import State
-from sattui.widgets.rows import CLOCK_REASONS
+from sattui.vendors.nvml_events import CLOCK_REASONS
 from sattui.widgets.viewdata import ViewData
 
 PARAGRAPHS = (

@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
+from sattui.textsafe import clean
 from sattui.widgets import fmt
 from sattui.widgets.header import StatusHeader, ViewState
 from sattui.states import state_of
@@ -70,7 +71,7 @@ class StacksScreen(SubScreen):
         if total <= 0:
             why = data.sampler_note or ("no stack samples in this window" if data.header.get("pid") is not None
                                         else "no trainer: cards only")
-            out.append(f" {why}", "yellow" if data.sampler_note else "dim")
+            out.append(f" {clean(why)}", "yellow" if data.sampler_note else "dim")
             return out
         if self.by_total:
             rows = sorted(rows, key=lambda r: (-r.total_s, -r.own_s, r.label))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from sattui.textsafe import clean
 from sattui.trainer.env import read_allowed_env
 
 # Libraries whose mapping says "a deep-learning framework runs here" (file name prefixes).
@@ -88,7 +89,7 @@ def framework_loaded(pid: int) -> str | None:
         if i >= 0:
             end = data.find(b"\n", i)
             name = data[i + 1: end if end >= 0 else len(data)].decode("utf-8", "replace")
-            return printable(name.strip())
+            return clean(name.strip(), 200)
     return None
 
 
@@ -101,14 +102,6 @@ def rank_of(env: dict[str, str] | None) -> tuple[int | None, str | None]:
             except ValueError:
                 continue
     return None, None
-
-
-def printable(text: str, limit: int = 200) -> str:
-    """Untrusted text (a command line, a process name) fit for a terminal: control
-    characters shown as ``\\xNN``, never sent as they are."""
-    out = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-                  for c in text)
-    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 @dataclass(slots=True)

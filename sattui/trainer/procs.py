@@ -56,8 +56,9 @@ import psutil
 
 from sattui.errors import TargetError
 from sattui.model import Event, ProcSample
+from sattui.textsafe import clean, clean_argv
 from sattui.trainer.env import read_allowed_env
-from sattui.trainer.launchers import Candidate, Found, TrainerFinder, printable, python_launcher
+from sattui.trainer.launchers import Candidate, Found, TrainerFinder, python_launcher
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -373,7 +374,7 @@ class ProcessTree:
         self._root_python = is_python(comm, cmdline, exe)
         if self._root_python:
             return python_launcher(comm, cmdline)
-        return printable(comm or os.path.basename(cmdline[0]) if cmdline else comm or "?", 40)
+        return clean(comm or os.path.basename(cmdline[0]) if cmdline else comm or "?", 40)
 
     def looking_message(self) -> str:
         """What a launcher root means for sampling, for a person."""
@@ -558,7 +559,7 @@ class ProcessTree:
 
     def _found_event(self, t: float, f: Found, m: _Member | None, cmdline: list[str] | None = None) -> Event:
         cmd = cmdline if cmdline is not None else (m.cmdline if m is not None else [])
-        shown = printable(" ".join([os.path.basename(cmd[0]), *cmd[1:]]) if cmd else "?", 80)
+        shown = clean_argv([os.path.basename(cmd[0]), *cmd[1:]], 80) if cmd else "?"
         rank = f" (rank {f.rank})" if f.rank is not None else ""
         msg = f"trainer{rank}: pid {f.pid} ({shown}), found under {self.launcher} pid {self.pid}: {f.reason}"
         return Event(t, "trainer_found", msg, {"pid": f.pid, "rank": f.rank, "under": self.pid,

@@ -1,1 +1,2 @@
-"""Vendor backends: one module per vendor, registered in base.REGISTRY."""
+"""Card backends: one module per vendor, each registering itself in ``base.REGISTRY``,
+and the parts they share (docs/vendors.md)."""

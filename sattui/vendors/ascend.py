@@ -29,23 +29,12 @@ import time
 from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample, Event
-from sattui.vendors._parse import CardReading, layout_error, num, one_line, pct, to_bytes
 from sattui.vendors.base import BackendError, ParseError, ToolError, register
-from sattui.vendors._table import (
-    Column,
-    TableToolBackend,
-    add_proc,
-    attach_processes,
-    find_key,
-    first_line,
-    mem_pair,
-    read_card_table,
-    search_version,
-    split_pair,
-    temp_c,
-    to_index,
-    watts,
-)
+from sattui.vendors.box_table import Column, attach_processes, find_key, read_card_table, split_pair
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading, add_proc
+from sattui.vendors.tool import first_line, search_version
+from sattui.vendors.values import layout_error, mem_pair, num, one_line, pct, temp_c, to_bytes, to_index, watts
 
 NPU_SMI = "npu-smi"
 
@@ -82,7 +71,7 @@ def _assign_cards(chips: list[tuple[int, int, int | None]]) -> list[int]:
 def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
     """``npu-smi info`` → one reading per chip, keyed by card index.
 
-    ``extra`` carries ``npu``/``chip`` (for the per-NPU calls) and ``health``.
+    ``extra`` carries ``npu``/``chip`` (for the per-NPU calls).
     ``procs`` is ``{}`` for all chips when a process table is printed (a chip without
     rows runs nothing), ``None`` when there is no process table.
     """
@@ -100,7 +89,7 @@ def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
         bus = rec.get("bus-id")
         r = CardReading(index=-1, name=rec.get("name"),
                         bus=None if bus is None or bus.upper() in ("NA", "N/A", "-") else bus)
-        r.extra = {"npu": npu, "chip": chip, "health": rec.get("health")}
+        r.extra = {"npu": npu, "chip": chip}
         r.power_w = watts(rec.get(find_key(rec, "power(w)", contains=("power",)) or "power(w)"), f"{w} Power")
         r.temp_c = temp_c(rec.get(find_key(rec, "temp(c)", contains=("temp",)) or "temp(c)"), f"{w} Temp")
         r.util = pct(rec.get(find_key(rec, "aicore(%)", contains=("aicore",)) or "aicore(%)"), f"{w} AICore")
@@ -140,9 +129,10 @@ _PROC_LINE_RE = re.compile(r"Process id\s*:\s*(\d{1,9})\s+Process name\s*:\s*(.*
                            re.I)
 
 
-def _kv_blocks(text: str) -> tuple[int, list[tuple[int | None, dict[str, str], list[str]]]]:
-    """(NPU id, blocks): each blank-line-separated block as (chip id, first value per
-    key, raw lines). The MCU block ("Chip Name : mcu") is left out."""
+def _chip_blocks(text: str) -> list[tuple[int, dict[str, str], list[str]]]:
+    """Each blank-line-separated block of one chip as (chip id, first value per key, raw
+    lines). The MCU block ("Chip Name : mcu") is left out; no "NPU ID" line at all is a
+    view we do not know."""
     npu: int | None = None
     blocks: list[tuple[int | None, dict[str, str], list[str]]] = []
     cur: list[str] = []
@@ -170,17 +160,15 @@ def _kv_blocks(text: str) -> tuple[int, list[tuple[int | None, dict[str, str], l
     data = [b for b in blocks if set(b[1]) - {"npu id", "chip count"}]
     if data and all(b[0] is None for b in data) and len(data) == 1:
         data = [(0, data[0][1], data[0][2])]
-    return npu, [b for b in data if b[0] is not None]
+    return [(chip, kv, raw) for chip, kv, raw in data if chip is not None]
 
 
 def parse_usages(text: str) -> dict[int, CardReading]:
     """``npu-smi info -t usages -i N`` → per chip id: util (Aicore Usage Rate) and the
     memory size (HBM capacity, else DDR). Only a rate is printed for used memory, so
     ``mem_used`` stays unknown rather than rounded from it."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, CardReading] = {}
-    for chip, kv, _ in blocks:
-        assert chip is not None
+    for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
         r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
@@ -201,10 +189,8 @@ def parse_usages(text: str) -> dict[int, CardReading]:
 def parse_common(text: str) -> dict[int, CardReading]:
     """``npu-smi info -t common -i N`` → per chip id: util, AICore clock now and rated,
     temperature (the chip's, not the MCU's printed after it), power."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, CardReading] = {}
-    for chip, kv, _ in blocks:
-        assert chip is not None
+    for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
         r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
@@ -223,10 +209,8 @@ def parse_common(text: str) -> dict[int, CardReading]:
 
 def parse_proc_mem(text: str) -> dict[int, dict[str, int | None]]:
     """``npu-smi info -t proc-mem -i N`` → per chip id: pid → bytes (``{}``: none run)."""
-    _, blocks = _kv_blocks(text)
     out: dict[int, dict[str, int | None]] = {}
-    for chip, kv, raw in blocks:
-        assert chip is not None
+    for chip, kv, raw in _chip_blocks(text):
         foreign = set(kv) - {"chip id", "process id", "chip name"}
         if foreign:
             # A usages/common view has a Chip ID too; reading it as "no processes"
@@ -249,9 +233,10 @@ def parse_proc_mem(text: str) -> dict[int, dict[str, int | None]]:
 
 
 @register
-class AscendBackend(TableToolBackend):
+class AscendBackend(CliBackend):
     name = "ascend"
     vendor = "huawei"
+    auto_rank = 40
     # npu-smi takes ~0.5 s a call (more with many cards): a 2 s period keeps it a
     # small share of one core, and the per-NPU fallbacks fit in.
     min_interval_s = 2.0
@@ -309,9 +294,7 @@ class AscendBackend(TableToolBackend):
                 for r in readings.values():
                     if r.name == first.name:
                         r.sm_clock_max_mhz = rated
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        return list(self.cards.values())
+        return self._remember_cards(readings)
 
     def _fill_missing(self, readings: dict[int, CardReading]) -> None:
         """Per-NPU calls for what the overview left out (each NPU asked once)."""
@@ -340,8 +323,5 @@ class AscendBackend(TableToolBackend):
             self.discover()
         readings = self.read()
         self._fill_missing(readings)
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards[i]) for i, r in sorted(readings.items()) if i in self.cards]
-        self.events.extend(self._presence.update(i for i in readings if i in self.cards))
-        return out
+        return self._samples_of(readings)
 

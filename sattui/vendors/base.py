@@ -1,30 +1,26 @@
-"""The Backend ABC, the registry, auto-detection, and the safe way to run a vendor tool.
+"""The Backend ABC, its errors, the registry, auto-detection.
 
 A backend reads the cards of one vendor and normalises them to ``CardInfo`` /
 ``CardSample`` (``sattui.model``): units in the names, percentages 0–100, bytes,
 watts, and ``None`` wherever the source gives nothing — never a made-up 0.
 
-Tools are run with an argument list (never a shell), a timeout, and the C locale, so
-a hung tool costs one timeout, not a frozen screen, and its output is the English
-layout the parsers know.
+Every backend module in this package registers its class (``@register``); the names
+``--backend`` accepts and the order ``auto`` tries them in come from those classes
+(``auto_rank``), so adding a backend is adding a module (docs/vendors.md).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
+import importlib
+import pkgutil
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from sattui.errors import SattuiError
 from sattui.model import CardInfo, CardSample, Event
-
-DEFAULT_TOOL_TIMEOUT_S = 5.0
 
 
 class BackendError(SattuiError):
@@ -69,8 +65,10 @@ class Backend(ABC):
     vendor: ClassVar[str]
     verified: ClassVar[bool] = True
     # The least time between two samples: a tool that takes ~0.5 s a call (npu-smi)
-    # is not run at 10 Hz.
-    min_interval_s: ClassVar[float] = 0.5
+    # is not run at 10 Hz. A backend may set its own once it knows which tool it reads.
+    min_interval_s: float = 0.5
+    # Where ``--backend auto`` tries this backend: lower first; None: only when named.
+    auto_rank: ClassVar[int | None] = None
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -98,9 +96,9 @@ class Backend(ABC):
 
 
 REGISTRY: dict[str, type[Backend]] = {}
-# --backend auto tries these in order: NVML first, then vendor tools, then Linux DRM.
-AUTO_ORDER = ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren", "intel", "drm")
-BACKEND_NAMES = ("auto", *AUTO_ORDER, "sim", "none")
+# Names ``--backend`` takes that are no backend class.
+AUTO = "auto"
+NONE = "none"
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -108,26 +106,39 @@ def register(cls: type[Backend]) -> type[Backend]:
     return cls
 
 
-def load_all() -> None:
-    """Import every backend module so the registry is full (import errors stay local)."""
-    import importlib
+_loaded = False
 
-    # sim is registered too (``--backend sim``), but AUTO_ORDER leaves it out of auto.
-    for mod in ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren", "intel", "drm", "sim"):
-        try:
-            importlib.import_module(f"sattui.vendors.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"sattui.vendors.{mod}":
-                raise
+
+def load_all() -> None:
+    """Import every module of this package, so every backend has registered itself."""
+    global _loaded
+    if _loaded:
+        return
+    package = __name__.rpartition(".")[0]
+    for mod in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{package}.{mod.name}")
+    _loaded = True
+
+
+def auto_order() -> tuple[str, ...]:
+    """The backends ``auto`` tries, in order: NVML first, then vendor tools, then Linux DRM."""
+    load_all()
+    ranked = [(cls.auto_rank, name) for name, cls in REGISTRY.items() if cls.auto_rank is not None]
+    return tuple(name for _, name in sorted(ranked))
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every name ``--backend`` takes: auto, the auto order, the backends only named (sim), none."""
+    auto = auto_order()
+    named_only = sorted(n for n in REGISTRY if n not in auto)
+    return (AUTO, *auto, *named_only, NONE)
 
 
 def probe_all() -> list[Probe]:
-    load_all()
     out = []
-    for name in AUTO_ORDER:
-        cls = REGISTRY.get(name)
-        if cls is None:
-            continue
+    for name in auto_order():
+        cls = REGISTRY[name]
         try:
             out.append(cls.probe())
         except Exception as e:  # a probe must never take doctor down
@@ -140,13 +151,13 @@ def open_backend(name: str, clock: Callable[[], float] = time.monotonic) -> tupl
 
     ``none`` gives no backend. A forced backend that cannot start raises its error.
     """
-    if name == "none":
+    if name == NONE:
         return None, [], []
     load_all()
-    if name != "auto":
+    if name != AUTO:
         cls = REGISTRY.get(name)
         if cls is None:
-            raise BackendError(f"unknown backend {name!r}; one of: {', '.join(BACKEND_NAMES)}")
+            raise BackendError(f"unknown backend {name!r}; one of: {', '.join(backend_names())}")
         backend = cls(clock)
         try:
             cards = backend.discover()
@@ -155,10 +166,8 @@ def open_backend(name: str, clock: Callable[[], float] = time.monotonic) -> tupl
             raise
         return backend, cards, []
     skipped = []
-    for n in AUTO_ORDER:
-        cls = REGISTRY.get(n)
-        if cls is None:
-            continue
+    for n in auto_order():
+        cls = REGISTRY[n]
         p = cls.probe()
         if not p.available:
             skipped.append(f"{n}: {p.reason}")
@@ -175,90 +184,3 @@ def open_backend(name: str, clock: Callable[[], float] = time.monotonic) -> tupl
         backend.close()
         skipped.append(f"{n}: no cards found")
     return None, [], skipped
-
-
-# -- running vendor tools -------------------------------------------------------------
-
-# Where vendor tools live when they are not on PATH.
-EXTRA_TOOL_DIRS = (
-    "/opt/rocm/bin",
-    "/opt/hyhal/bin",
-    "/opt/dtk/bin",
-    "/usr/local/Ascend/driver/tools",
-    "/usr/local/neuware/bin",
-    "/usr/local/xpu/bin",
-    "/usr/local/musa/bin",
-    "/usr/bin",
-)
-
-
-def find_tool(name: str, extra_dirs: Sequence[str] = EXTRA_TOOL_DIRS) -> str | None:
-    path = shutil.which(name)
-    if path:
-        return path
-    for d in extra_dirs:
-        cand = os.path.join(d, name)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
-def _tool_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["LC_ALL"] = "C"
-    env["LANG"] = "C"
-    return env
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    try:
-        proc.communicate(timeout=2)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-@dataclass
-class ToolRun:
-    argv: list[str]
-    stdout: str
-    stderr: str
-    returncode: int
-    seconds: float = field(default=0.0)
-
-
-def run_tool(argv: Sequence[str], timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, ok_codes: Sequence[int] = (0,)) -> ToolRun:
-    """Run a vendor tool: argument list, timeout, C locale; its failures as one-line errors."""
-    argv = [str(a) for a in argv]
-    tool = os.path.basename(argv[0])
-    t0 = time.monotonic()
-    try:
-        # Its own process group, so a timeout kills the tool and anything it started:
-        # a grandchild holding stdout open would otherwise block us past the timeout.
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=_tool_env(), start_new_session=True)
-    except FileNotFoundError:
-        raise BackendUnavailable(f"{tool} not found") from None
-    except PermissionError:
-        raise BackendUnavailable(f"{tool}: permission denied") from None
-    except OSError as e:
-        raise ToolError(f"{tool} could not run: {e.strerror or e}") from None
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise ToolError(f"{tool} did not answer within {timeout_s:g} s") from None
-    except BaseException:
-        _kill_group(proc)
-        raise
-    cp = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
-    out = cp.stdout.decode("utf-8", errors="replace")
-    err = cp.stderr.decode("utf-8", errors="replace")
-    if cp.returncode not in ok_codes:
-        first = next((ln.strip() for ln in (err + "\n" + out).splitlines() if ln.strip()), "")
-        how = f"killed by signal {-cp.returncode}" if cp.returncode < 0 else f"exited {cp.returncode}"
-        raise ToolError(f"{tool} {how}" + (f": {first[:160]}" if first else ""))
-    return ToolRun(argv, out, err, cp.returncode, time.monotonic() - t0)

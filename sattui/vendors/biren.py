@@ -11,19 +11,12 @@ this a tested backend.
 
 from __future__ import annotations
 
-from sattui.vendors._parse import CardReading
-from sattui.vendors._table import (
-    BoxLayout,
-    Column,
-    TableToolBackend,
-    find_key,
-    mem_pair,
-    parse_box_listing,
-    search_version,
-    split_pair,
-    watts,
-)
 from sattui.vendors.base import register
+from sattui.vendors.box_table import BoxLayout, Column, find_key, parse_box_listing, split_pair
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.tool import search_version
+from sattui.vendors.values import mem_pair, watts
 
 BRSMI = "brsmi"
 UNVERIFIED = "unverified: no real brsmi output seen"
@@ -80,9 +73,10 @@ def parse_brsmi(text: str) -> dict[int, CardReading]:
 
 
 @register
-class BirenBackend(TableToolBackend):
+class BirenBackend(CliBackend):
     name = "biren"
     vendor = "biren"
+    auto_rank = 80
     verified = False
     min_interval_s = 1.0
     tools = (BRSMI,)

@@ -7,14 +7,16 @@ cnmon prints an nvidia-smi-like box, two rows per card. Two generations are know
     v5.x | Card  VF  Name       Firmware |               Bus-Id | Util        Ecc-Error |
          | Fan   Temp      Pwr:Usage/Cap |         Memory-Usage | SR-IOV   Compute-Mode |
 
-The table reader itself is shared with the other text-table backends (``_table``).
+The table reader itself is shared with the other box-table backends (``box_table``).
 """
 
 from __future__ import annotations
 
-from sattui.vendors._parse import CardReading
-from sattui.vendors._table import BoxLayout, Column, TableToolBackend, parse_box_listing, search_version
 from sattui.vendors.base import register
+from sattui.vendors.box_table import BoxLayout, Column, parse_box_listing
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.tool import search_version
 
 CNMON = "cnmon"
 
@@ -43,9 +45,10 @@ def parse_cnmon(text: str) -> dict[int, CardReading]:
 
 
 @register
-class CambriconBackend(TableToolBackend):
+class CambriconBackend(CliBackend):
     name = "cambricon"
     vendor = "cambricon"
+    auto_rank = 50
     # cnmon walks every card through the driver: a few hundred ms a call.
     min_interval_s = 1.0
     tools = (CNMON,)

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import CardReading, Presence, clamp_pct, is_index, layout_error, pcie_gen_from_speed
 from sattui.vendors.base import Backend, BackendUnavailable, Probe, register
+from sattui.vendors.presence import Presence
+from sattui.vendors.reading import CardReading
+from sattui.vendors.values import clamp_pct, is_index, layout_error, pcie_gen_from_speed
 
 GPU_DRIVERS = ("amdgpu", "i915", "xe", "radeon", "nouveau")
 PCI_VENDORS = {"0x1002": "amd", "0x8086": "intel", "0x10de": "nvidia", "0x1d94": "hygon"}
@@ -241,6 +243,8 @@ def find_cards(sys_root: str | os.PathLike[str]) -> list[_Card]:
 class DrmBackend(Backend):
     name = "drm"
     vendor = "linux-drm"
+    # Last: any DRM GPU, read from sysfs; a vendor tool, where there is one, tells more.
+    auto_rank = 100
     # sysfs reads are cheap; the fdinfo walk over /proc is what costs.
     min_interval_s = 0.25
 

@@ -1,5 +1,9 @@
 """Hygon DCUs through ``hy-smi`` (DTK ≥ 24, often /opt/hyhal/bin) or DTK's ``rocm-smi``.
 
+DTK installs without hy-smi have Hygon's fork of rocm-smi, in DTK's folders or simply on
+PATH; the latter is told from AMD's tool of the same name by what it prints ("DCU"
+where AMD's says "GPU"), and the rocm backend declines it the same way.
+
 hy-smi is a fork of AMD's rocm-smi: its ``--json`` has the same ``cardN`` layout
 (with "DCU"/"HCU" where AMD says "GPU") and can carry stray text around the JSON; its
 no-argument "concise" view is a whitespace table::
@@ -17,25 +21,12 @@ import os
 import shutil
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Tool,
-    ToolBackend,
-    bad_dir_component,
-    expect_unit,
-    is_index,
-    layout_error,
-    one_line,
-    pct,
-    version_probe,
-)
-from sattui.vendors.base import (
-    BackendUnavailable,
-    Probe,
-    find_tool,
-    register,
-)
-from sattui.vendors.rocm import parse_rocm_smi_json
+from sattui.vendors.base import BackendError, BackendUnavailable, Probe, register
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.rocm import parse_rocm_smi_json, rocm_smi_is_hygon
+from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S, Tool, find_tool, in_dir_named, run_tool, version_probe
+from sattui.vendors.values import expect_unit, is_index, layout_error, one_line, pct
 
 HY_SMI_DIRS = ("/opt/hyhal/bin",)
 DTK_DIRS = ("/opt/dtk/bin", "/opt/hyhal/bin")
@@ -98,34 +89,46 @@ def parse_hy_smi_concise(text: str) -> dict[int, CardReading]:
             if uc in row:
                 r.util = pct(row[uc], f"{w} {uc}")
                 break
-        if "VRAM%" in row:
-            r.extra["vram_pct"] = pct(row["VRAM%"], f"{w} VRAM%")
         out[idx] = r
     if not out:
         raise layout_error("concise view: no DCU rows")
     return out
 
 
-def find_hygon_tool() -> tuple[str | None, str | None, str | None]:
-    """(tool, path, why-not): hy-smi, else a rocm-smi that lives in a DTK/hyhal folder."""
+def find_hygon_tool(timeout_s: float = DEFAULT_TOOL_TIMEOUT_S) -> tuple[str | None, str | None, str | None]:
+    """(tool, path, why-not): hy-smi, else DTK's rocm-smi.
+
+    DTK's rocm-smi is found in DTK's folders, or on PATH: by its folder (/opt/dtk-24.04/bin)
+    or, anywhere else, by what it prints (``rocm_smi_is_hygon``: "DCU"/"HCU" where AMD's
+    says "GPU"), since a rocm-smi on PATH may well be AMD's.
+    """
     p = find_tool("hy-smi", HY_SMI_DIRS)
     if p:
         return "hy-smi", p, None
-    # DTK's own folders first: a PATH rocm-smi may well be AMD's.
     for d in DTK_DIRS:
         cand = os.path.join(d, "rocm-smi")
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return "rocm-smi", cand, None
+    not_found = "hy-smi not found (nor DTK's rocm-smi in /opt/dtk, /opt/hyhal)"
     p = shutil.which("rocm-smi")
-    if p and bad_dir_component(p, HYGON_DIR_NAMES):
+    if p is None:
+        return None, None, not_found
+    if in_dir_named(p, HYGON_DIR_NAMES):
         return "rocm-smi", p, None
-    return None, None, "hy-smi not found (nor DTK's rocm-smi in /opt/dtk, /opt/hyhal)"
+    try:
+        run = run_tool([p], timeout_s=timeout_s)
+    except BackendError as e:
+        return None, None, f"{not_found}; the rocm-smi on PATH: {e}"
+    if rocm_smi_is_hygon(run.stdout):
+        return "rocm-smi", p, None
+    return None, None, f"{not_found}; the rocm-smi on PATH is not Hygon's (it prints no DCU)"
 
 
 @register
-class HygonBackend(ToolBackend):
+class HygonBackend(CliBackend):
     name = "hygon"
     vendor = "hygon"
+    auto_rank = 30
     # hy-smi is rocm-smi's Python CLI: ~0.3 s a call.
     min_interval_s = 0.5
     mode: str | None  # "json" | "concise"
@@ -133,7 +136,7 @@ class HygonBackend(ToolBackend):
     @classmethod
     def probe(cls) -> Probe:
         try:
-            tool, path, why = find_hygon_tool()
+            tool, path, why = find_hygon_tool(cls.default_timeout_s)
             if path is None:
                 return Probe(cls.name, False, why)
             return Probe(cls.name, True, None if tool == "hy-smi" else "hy-smi not found; using DTK's rocm-smi",
@@ -142,16 +145,16 @@ class HygonBackend(ToolBackend):
             return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
 
     def discover(self) -> list[CardInfo]:
-        tool, path, why = find_hygon_tool()
+        tool, path, why = find_hygon_tool(self.timeout_s)
         if path is None or tool is None:
             raise BackendUnavailable(why or "hy-smi not found")
         self.tool = hy_smi = Tool(tool, path, self.timeout_s)
         # Builds whose --json is broken or absent still print the concise table.
         readings = self._read_json_else_text(
             json_mode="json",
-            read_json=lambda: hy_smi.parse(parse_rocm_smi_json, hy_smi.run(*JSON_DISCOVER_ARGS), "--json"),
+            read_json=lambda: hy_smi.parse(parse_rocm_smi_json, hy_smi.run(*JSON_DISCOVER_ARGS), view="--json"),
             text_mode="concise",
-            read_text=lambda: hy_smi.run_parse((), parse_hy_smi_concise),
+            read_text=lambda: self._run_view((), parse_hy_smi_concise),
             text_view="the concise view")
         return self._remember_cards(readings)
 
@@ -160,8 +163,8 @@ class HygonBackend(ToolBackend):
             self.discover()
         assert self.tool is not None
         if self.mode == "json":
-            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), "--json")
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*JSON_SAMPLE_ARGS), view="--json")
         else:
-            readings = self.tool.run_parse((), parse_hy_smi_concise)
+            readings = self._run_view((), parse_hy_smi_concise)
         return self._samples_of(readings)
 

@@ -9,9 +9,8 @@ Calls (all argument lists, each with a timeout):
 * ``xpu-smi dump -d N -m 0,1,2,3,18 -n 1``: CSV, used when ``stats`` prints a layout
   that is not known.
 
-Kunlunxin also ships an ``xpu-smi``; its output is an nvidia-smi-like table
-("XPU-SMI  Driver Version … XPU-RT Version", "XPU-Util", "P800"). Which one is on PATH
-is told from what it prints, never from the name.
+Kunlunxin also ships an ``xpu-smi``; which one is on PATH is told from what it prints,
+never from the name (``sattui.vendors.xpu_smi``).
 """
 
 from __future__ import annotations
@@ -19,10 +18,11 @@ from __future__ import annotations
 import re
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Tool,
-    ToolBackend,
+from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, Probe, register
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.tool import ANY_EXIT, VERSION_TIMEOUT_S, Tool, find_tool, first_line, run_tool, version_from
+from sattui.vendors.values import (
     expect_unit,
     extract_json,
     is_index,
@@ -33,37 +33,13 @@ from sattui.vendors._parse import (
     one_line,
     pct,
     scale_bytes,
-    version_from,
 )
-from sattui.vendors.base import (
-    BackendError,
-    BackendUnavailable,
-    ParseError,
-    Probe,
-    find_tool,
-    register,
-    run_tool,
-)
+from sattui.vendors.xpu_smi import INTEL, KUNLUN, identify_xpu_smi
 
 # xpumanager installs into /usr/bin; /usr/local/xpu/bin is Kunlunxin's, so no extra dirs.
 INTEL_TOOL_DIRS: tuple[str, ...] = ()
 DUMP_METRICS = "0,1,2,3,18"  # util %, power W, frequency MHz, core temp C, memory used MiB
 KUNLUN_REASON = "xpu-smi on PATH is Kunlunxin's (the kunlun backend reads it)"
-
-_KUNLUN_RE = re.compile(r"Kunlun|XPU-RT Version|XPU-SMI\s+Driver Version|XPU-Util|\bP800\b|\bR[23]00\b")
-_INTEL_RE = re.compile(r'"device_list"|Intel\(R\)|Level Zero|^CLI:\s*$|^\|\s*Device ID\s*\|', re.M)
-
-
-def identify_xpu_smi(text: str) -> str | None:
-    """"intel", "kunlun" or None (cannot tell) from anything ``xpu-smi`` printed."""
-    if not isinstance(text, str):
-        return None
-    if _KUNLUN_RE.search(text):
-        return "kunlun"
-    if _INTEL_RE.search(text):
-        return "intel"
-    return None
-
 
 def parse_xpu_discovery_json(text: str) -> dict[int, CardReading]:
     """``xpu-smi discovery -j`` → readings (name, uuid, bus) by device id."""
@@ -250,22 +226,23 @@ def _classify(path: str, timeout_s: float) -> tuple[str | None, str | None]:
     texts = []
     for args in (("-v",), ("discovery", "-j")):
         try:
-            run = run_tool([path, *args], timeout_s=timeout_s, ok_codes=tuple(range(-64, 256)))
+            run = run_tool([path, *args], timeout_s=timeout_s, ok_codes=ANY_EXIT)
         except BackendError:
             continue
         text = run.stdout + "\n" + run.stderr
         texts.append(text)
         kind = identify_xpu_smi(text)
         if kind is not None:
-            ver = version_from(texts[0]) if kind == "intel" else None
+            ver = version_from(texts[0]) if kind == INTEL else None
             return kind, ver
     return None, None
 
 
 @register
-class IntelBackend(ToolBackend):
+class IntelBackend(CliBackend):
     name = "intel"
     vendor = "intel"
+    auto_rank = 90
     # One stats call per device per tick, each ~0.1–0.5 s through the xpum daemon.
     min_interval_s = 1.0
     mode: str | None  # "stats" | "dump", chosen on the first sample
@@ -276,8 +253,8 @@ class IntelBackend(ToolBackend):
             path = find_tool("xpu-smi", INTEL_TOOL_DIRS)
             if path is None:
                 return Probe(cls.name, False, "xpu-smi not on PATH")
-            kind, ver = _classify(path, 3.0)
-            if kind == "kunlun":
+            kind, ver = _classify(path, VERSION_TIMEOUT_S)
+            if kind == KUNLUN:
                 return Probe(cls.name, False, KUNLUN_REASON, None, path)
             if kind is None:
                 return Probe(cls.name, False, "xpu-smi on PATH printed nothing Intel XPU Manager prints",
@@ -293,18 +270,18 @@ class IntelBackend(ToolBackend):
         self.tool = Tool("xpu-smi", path, self.timeout_s, version_args=("-v",))
         # Kunlunxin's tool may reject "discovery -j" with a non-zero exit and its table:
         # read the output whatever the exit code, and tell the two apart first.
-        run = run_tool([path, "discovery", "-j"], timeout_s=self.timeout_s, ok_codes=tuple(range(-64, 256)))
+        run = run_tool([path, "discovery", "-j"], timeout_s=self.timeout_s, ok_codes=ANY_EXIT)
         text = run.stdout
-        if identify_xpu_smi(run.stdout + "\n" + run.stderr) == "kunlun":
+        if identify_xpu_smi(run.stdout + "\n" + run.stderr) == KUNLUN:
             raise BackendUnavailable(KUNLUN_REASON)
         if run.returncode != 0:
-            first = next((ln.strip() for ln in (run.stderr + "\n" + run.stdout).splitlines() if ln.strip()), "")
+            first = first_line(run.stderr + "\n" + run.stdout)
             raise BackendError(f"xpu-smi discovery -j exited {run.returncode}" + (f": {first[:160]}" if first else ""))
-        readings = self.tool.parse(parse_xpu_discovery_json, text, "discovery -j")
+        readings = self.tool.parse(parse_xpu_discovery_json, text, view="discovery -j")
         for i, r in readings.items():
             # Memory size and PCIe maxima: best effort, once.
             try:
-                r.merge_missing(self.tool.run_parse(("discovery", "-d", str(i)), parse_xpu_discovery_detail))
+                r.merge_missing(self._run_view(("discovery", "-d", str(i)), parse_xpu_discovery_detail))
             except BackendError:
                 pass
         return self._remember_cards(readings)
@@ -313,15 +290,15 @@ class IntelBackend(ToolBackend):
         assert self.tool is not None
         if self.mode != "dump":
             try:
-                r = self.tool.run_parse(("stats", "-d", str(dev)), parse_xpu_stats)
+                r = self._run_view(("stats", "-d", str(dev)), parse_xpu_stats)
                 self.mode = "stats"
                 return r
             except ParseError:
                 if self.mode == "stats":
                     raise  # it parsed before: a changed answer is an error, not a switch
-        readings = self.tool.run_parse(("dump", "-d", str(dev), "-m", DUMP_METRICS, "-n", "1"), parse_xpu_dump_csv)
+        readings = self._run_view(("dump", "-d", str(dev), "-m", DUMP_METRICS, "-n", "1"), parse_xpu_dump_csv)
         if dev not in readings:
-            raise ParseError(f"xpu-smi {self.tool.version or '(version unknown)'}: dump: no row for device {dev}")
+            raise ParseError(f"xpu-smi {self.tool.version() or '(version unknown)'}: dump: no row for device {dev}")
         self.mode = "dump"
         return readings[dev]
 

@@ -1,6 +1,8 @@
-"""Kunlunxin XPUs (P800, R200 …) through Kunlunxin's ``xpu-smi`` (also installed as ``xpu_smi``).
+"""Kunlunxin XPUs (P800, R200, K200 …) through Kunlunxin's ``xpu-smi`` (also installed as ``xpu_smi``).
 
-Its default view is an nvidia-smi clone with a third row per card::
+Two layouts of its default view are read, told apart by their header.
+
+Drivers ≥ 5: an nvidia-smi clone with a third row per card::
 
     | XPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
     | Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | XPU-Util  Compute M. |
@@ -9,56 +11,37 @@ Its default view is an nvidia-smi clone with a third row per card::
     | N/A   37C  N/A     85W / 400W |      0MiB / 98304MiB |      0%      Default |
     |                               |      0MiB /    96MiB |             Disabled |
 
-Intel's XPU Manager ships a tool of the same name. Which one is on PATH is told by
-what it prints (never by the name): Kunlunxin's table says "XPU-SMI … Driver Version",
-"XPU-RT Version", "XPU-Util"; Intel's prints JSON (``discovery -j``), "Intel(R)",
-"Level Zero" or a "| Device ID |" table. The intel backend tells them apart the same
-way, so exactly one of the two claims a given ``xpu-smi``.
+4.x drivers: version lines, then a DEVICES table of one row per device (a K200 board
+is two devices on one PCI address), a VIDEO table and a PROCESSES table whose DevID
+is printed once per device::
+
+    Runtime Version: 4.33
+    Driver Version: 4.33
+    | DevID |   PCI Addr   | Model | … | UseRate |    L3     |   Memory    | Power(W) | Temp | Freq(MHz) | …
+    |     0 | 0000:43:00.0 | K200  | … |     0 % | 0 / 16 MB | 0 / 8064 MB |       38 |   37 |       900 | …
+
+In both, "Memory" is the device memory; L3 is on-chip SRAM, not "memory".
+
+Intel's XPU Manager ships a tool of the same name; ``sattui.vendors.xpu_smi`` tells
+which one is on PATH from what it prints (never from the name), and the intel backend
+asks the same function, so exactly one of the two claims a given ``xpu-smi``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 
-from sattui.vendors._parse import CardReading, one_line
-from sattui.vendors._table import (
-    BoxLayout,
-    CliTool,
-    Column,
-    NVSMI_MEMORY,
-    TableToolBackend,
-    first_line,
-    parse_box_listing,
-    search_version,
-)
-from sattui.vendors.base import BackendUnavailable, Probe, ToolError, find_tool, register, run_tool
+from sattui.vendors.base import BackendUnavailable, Probe, ToolError, register
+from sattui.vendors.box_table import NVSMI_MEMORY, BoxLayout, Column, find_header, parse_box_listing
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.tool import Tool, find_tool, first_line, run_tool, search_version
+from sattui.vendors.values import expect_unit, one_line, watts
+from sattui.vendors.xpu_smi import INTEL, KUNLUN, identify_xpu_smi
 
 XPU_SMI_NAMES = ("xpu-smi", "xpu_smi")
 KUNLUN_DIRS = ("/usr/local/xpu/bin", "/usr/local/bin", "/usr/bin")
 INTEL_REASON = "xpu-smi on PATH is Intel's XPU Manager, not Kunlunxin's (the intel backend reads it)"
-
-_KUNLUN_RE = re.compile(r"Kunlun|XPU-RT Version|XPU-SMI\s+Driver Version|XPU-Util|\bP800\b|\bR[23]00\b")
-_INTEL_RE = re.compile(r'"device_list"|Intel\(R\)|\bIntel\b|Level Zero|XPU Manager|^\s*CLI:\s*$|^\|\s*Device ID\s*\|',
-                       re.M)
-
-
-def identify_xpu_smi(text: str) -> str | None:
-    """"kunlun", "intel" or None (cannot tell) from anything an ``xpu-smi`` printed."""
-    if _KUNLUN_RE.search(text):
-        return "kunlun"
-    if _INTEL_RE.search(text):
-        return "intel"
-    s = text.strip()
-    if s[:1] in ("{", "["):
-        try:
-            json.loads(s)
-        except ValueError:
-            return None
-        return "intel"  # Kunlunxin's default view is never JSON
-    return None
-
 
 def xpu_smi_version(text: str) -> str | None:
     """Kunlunxin's header names no tool version, only the driver's: 'driver 5.0.21.26'."""
@@ -83,12 +66,41 @@ XPU_SMI_LAYOUT = BoxLayout(
 )
 
 
+def _is_v4_header(labels: set[str]) -> bool:
+    return "devid" in labels and "userate" in labels
+
+
+def _read_v4_cells(r: CardReading, rec: dict[str, str], where: str) -> None:
+    """The 4.x table's own cells: the model, bare watts, the clock."""
+    r.name = rec.get("model")
+    r.power_w = watts(rec.get("power(w)"), f"{where} Power(W)")
+    r.sm_clock_mhz = expect_unit(rec.get("freq(mhz)"), ("MHz",), f"{where} Freq(MHz)")
+
+
+XPU_SMI_V4_LAYOUT = BoxLayout(
+    what="DEVICES table",
+    missing="no DEVICES table (a header with 'DevID' and 'UseRate')",
+    is_header=_is_v4_header,
+    card_word="DevID",
+    index=Column(("devid",), label="DevID"),
+    process_card=Column(("devid",), label="process DevID"),
+    util=Column(("userate",), label="UseRate"),
+    bus=Column(("pci addr",)),
+    power=None,  # "Power(W)": a bare number, no cap
+    memory=Column(("memory",), label="Memory"),
+    read_more=_read_v4_cells,
+    process_card_carries=True,
+)
+
+
 def parse_xpu_smi(text: str) -> dict[int, CardReading]:
-    """Kunlunxin ``xpu-smi`` (no arguments) → one reading per XPU, processes included.
+    """Kunlunxin ``xpu-smi`` (no arguments), either layout → one reading per XPU.
 
     ``procs`` is ``{}`` for every card when the process table lists nothing, ``None``
     when the output has no process table.
     """
+    if find_header(text.splitlines(), 0, _is_v4_header) is not None:
+        return parse_box_listing(text, XPU_SMI_V4_LAYOUT)
     return parse_box_listing(text, XPU_SMI_LAYOUT)
 
 
@@ -127,7 +139,7 @@ def locate_kunlun(timeout_s: float) -> Located:
             continue
         text = run.stdout + "\n" + run.stderr
         kind = identify_xpu_smi(text)
-        if kind == "intel":
+        if kind == INTEL:
             reasons.append(INTEL_REASON if name == "xpu-smi" else INTEL_REASON.replace("xpu-smi", name, 1))
             found.intel = True
             continue
@@ -136,7 +148,7 @@ def locate_kunlun(timeout_s: float) -> Located:
             reasons.append(msg)
             found.failure = found.failure or ToolError(msg)
             continue
-        if kind == "kunlun":
+        if kind == KUNLUN:
             return Located(path, run.stdout)
         reasons.append(f"{name} printed no Kunlunxin table (starts {one_line(first_line(text))})")
         unclear = unclear or (path, run.stdout)
@@ -147,9 +159,10 @@ def locate_kunlun(timeout_s: float) -> Located:
 
 
 @register
-class KunlunBackend(TableToolBackend):
+class KunlunBackend(CliBackend):
     name = "kunlun"
     vendor = "kunlunxin"
+    auto_rank = 60
     # xpu-smi queries every XPU through the driver: ~0.2–0.5 s a call.
     min_interval_s = 1.0
     tools = XPU_SMI_NAMES
@@ -163,13 +176,13 @@ class KunlunBackend(TableToolBackend):
     def probe(cls) -> Probe:
         try:
             loc = locate_kunlun(cls.default_timeout_s)
-            if loc.path is None or loc.text is None or identify_xpu_smi(loc.text) != "kunlun":
+            if loc.path is None or loc.text is None or identify_xpu_smi(loc.text) != KUNLUN:
                 return Probe(cls.name, False, loc.why, None, loc.path)
             return Probe(cls.name, True, None, xpu_smi_version(loc.text), loc.path)
         except Exception as e:  # a probe must never take doctor down
             return Probe(cls.name, False, f"probe failed: {type(e).__name__}: {e}")
 
-    def _tool(self) -> CliTool:
+    def _tool(self) -> Tool:
         if self.tool is None:
             loc = locate_kunlun(self.timeout_s)
             if loc.path is None:
@@ -178,7 +191,7 @@ class KunlunBackend(TableToolBackend):
                 if loc.failure is not None and not loc.intel:
                     raise ToolError(loc.why)
                 raise BackendUnavailable(loc.why)
-            self.tool = CliTool("xpu-smi", loc.path, self.timeout_s, header_version=xpu_smi_version)
+            self.tool = Tool("xpu-smi", loc.path, self.timeout_s, header_version=xpu_smi_version)
             self._located_text = loc.text
         return self.tool
 

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import re
 
-from sattui.vendors._parse import CardReading, to_bytes
-from sattui.vendors._table import BoxLayout, Column, TableToolBackend, parse_box_listing, search_version, split_paren
 from sattui.vendors.base import register
+from sattui.vendors.box_table import BoxLayout, Column, parse_box_listing, split_paren
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading
+from sattui.vendors.tool import search_version
+from sattui.vendors.values import to_bytes
 
 MTHREADS_GMI = "mthreads-gmi"
 
@@ -78,9 +81,10 @@ def parse_mthreads_gmi(text: str) -> dict[int, CardReading]:
 
 
 @register
-class MthreadsBackend(TableToolBackend):
+class MthreadsBackend(CliBackend):
     name = "mthreads"
     vendor = "moorethreads"
+    auto_rank = 70
     # mthreads-gmi goes through MTML for every GPU: a few hundred ms a call.
     min_interval_s = 1.0
     tools = (MTHREADS_GMI,)

@@ -48,7 +48,6 @@ NVML_FUNCTIONS: tuple[str, ...] = (
     "nvmlDeviceGetMemoryInfo",  # with version=nvmlMemory_v2 first, then v1
     "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetEnforcedPowerLimit",
-    "nvmlDeviceGetTotalEnergyConsumption",
     "nvmlDeviceGetTemperatureV",  # the old one is deprecated, to go in CUDA 14
     "nvmlDeviceGetTemperature",
     "nvmlDeviceGetClockInfo",
@@ -63,8 +62,6 @@ NVML_FUNCTIONS: tuple[str, ...] = (
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetComputeRunningProcesses_v2",
     "nvmlDeviceGetComputeRunningProcesses",
-    "nvmlDeviceGetProcessUtilization",
-    "nvmlDeviceGetMigMode",
     "nvmlGpmQueryDeviceSupport",
     "nvmlGpmSampleAlloc",
     "nvmlGpmSampleGet",
@@ -94,7 +91,6 @@ _NVML_TEMPERATURE_GPU = 0
 _NVML_PCIE_UTIL_TX_BYTES = 0
 _NVML_PCIE_UTIL_RX_BYTES = 1
 _NVML_GPU_UTILIZATION_SAMPLES = 1
-_NVML_DEVICE_MIG_ENABLE = 1
 _NVML_GPM_METRICS_GET_VERSION = 1
 
 # nvmlValueType_t → the member of nvmlValue_t that holds the value.
@@ -119,10 +115,6 @@ _GPM_METRICS: tuple[tuple[str, str, int], ...] = (
 
 KIB = 1024
 MIB = 1024 * 1024
-
-# A sub-sample whose NVML time stamp is this far from our wall clock is not on the
-# clock we assumed (see _util_samples); we then anchor the newest one at "now".
-_MAX_PLAUSIBLE_AGE_S = 60.0
 
 
 def _load_pynvml() -> ModuleType:
@@ -204,12 +196,14 @@ class _Gpm:
 
 @register
 class NvmlBackend(Backend):
-    """NVIDIA GPUs through NVML. Extra per-card facts live in attributes (see below)."""
+    """NVIDIA GPUs through NVML: every tick reads only what a ``CardSample`` holds."""
 
     name: ClassVar[str] = "nvml"
     vendor: ClassVar[str] = "nvidia"
+    # First: in-process, no tool to start, and the richest source there is.
+    auto_rank: ClassVar[int | None] = 10
     # NVML calls are cheap, but the two PCIe counters each wait ~20 ms per card.
-    min_interval_s: ClassVar[float] = 0.2
+    min_interval_s = 0.2
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
@@ -227,27 +221,16 @@ class NvmlBackend(Backend):
         self._lost: set[int] = set()
         self._missing: set[str] = set()  # call keys the library or driver lacks
         self._unsupported: set[tuple[int, str]] = set()  # (card, call key) NotSupported
-        # Last seen time stamp (µs) of each card's utilization / per-process samples;
-        # 0 until the first answer, so that the series never depends on which clock
-        # NVML stamps with. Samples older than discovery (``_since_us``) are history we
-        # did not watch and are dropped from the first answer only.
+        # Last seen time stamp (µs) of each card's utilization samples; 0 until the
+        # first answer, so that the series never depends on which clock NVML stamps
+        # with. Samples older than discovery (``_since_us``) are history we did not
+        # watch and are dropped from the first answer only.
         self._util_ts: dict[int, int] = {}
-        self._proc_util_ts: dict[int, int] = {}
         self._since_us: dict[int, int] = {}
         self._util_primed: set[int] = set()
-        self._proc_util_primed: set[int] = set()
         self._gpm: dict[int, _Gpm] = {}
-        # -- facts CardSample has no field for, for the UI and doctor --
-        # Sub-second GPU-Util samples that arrived since the previous tick: (t, util %)
-        # with t on self.clock, so the UI can draw the dips a 0.5 s poll averages away.
-        self.last_util_samples: dict[int, list[tuple[float, float]]] = {}
-        self.energy_mj: dict[int, int | None] = {}  # total energy since driver load
-        # Per-process utilization since the previous tick: {str(pid): (sm %, mem %)}.
-        self.proc_util: dict[int, dict[str, tuple[float, float]] | None] = {}
-        self.mig_mode: dict[int, bool | None] = {}  # MIG currently enabled; None: unknown
-        self.gpm_supported: dict[int, bool | None] = {}
-        self.driver_version: str | None = None
-        # The last error of each call that failed, "card:key" → message (for doctor).
+        # The last error of each call that failed, "card:key" → message (a card with no
+        # handle is reported with it).
         self.failures: dict[str, str] = {}
 
     # -- availability -------------------------------------------------------------
@@ -295,10 +278,6 @@ class NvmlBackend(Backend):
             raise BackendUnavailable(init_failure_reason(nv, e)) from None
         self._nv = nv
         self._initialised = True
-        try:
-            self.driver_version = _text(nv.nvmlSystemGetDriverVersion())
-        except Exception:
-            self.driver_version = None
         return nv
 
     # -- one guarded call ---------------------------------------------------------
@@ -380,12 +359,8 @@ class NvmlBackend(Backend):
         clk_max = self._call(i, "nvmlDeviceGetMaxClockInfo", handle, self._const("NVML_CLOCK_SM", _NVML_CLOCK_SM))
         gen_max = self._call(i, "nvmlDeviceGetMaxPcieLinkGeneration", handle)
         width_max = self._call(i, "nvmlDeviceGetMaxPcieLinkWidth", handle)
-        mig = self._call(i, "nvmlDeviceGetMigMode", handle)
-        self.mig_mode[i] = None if mig is _FAIL else (
-            int(mig[0]) == self._const("NVML_DEVICE_MIG_ENABLE", _NVML_DEVICE_MIG_ENABLE))
-        self._util_ts[i] = self._proc_util_ts[i] = 0
+        self._util_ts[i] = 0
         self._since_us[i] = int(wall * 1e6)
-        self.last_util_samples[i] = []
         self._gpm_setup(i, handle, now)
         return CardInfo(
             card=i,
@@ -401,9 +376,7 @@ class NvmlBackend(Backend):
 
     def _gpm_setup(self, i: int, handle: Any, now: float) -> None:
         sup = self._call(i, "nvmlGpmQueryDeviceSupport", handle)
-        supported = None if sup is _FAIL else bool(getattr(sup, "isSupportedDevice", 0))
-        self.gpm_supported[i] = supported
-        if not supported or not hasattr(self._nv, "c_nvmlGpmMetricsGet_t"):
+        if sup is _FAIL or not getattr(sup, "isSupportedDevice", 0) or not hasattr(self._nv, "c_nvmlGpmMetricsGet_t"):
             return
         a = self._call(i, "nvmlGpmSampleAlloc")
         b = self._call(i, "nvmlGpmSampleAlloc") if a is not _FAIL else _FAIL
@@ -422,14 +395,14 @@ class NvmlBackend(Backend):
         with self._lock:
             if not self._initialised:
                 return []
-            now, wall = self.clock(), self.wall_clock()
+            now = self.clock()
             out: list[CardSample] = []
             for info in self._cards:
                 i = info.card
                 if i in self._lost:
                     continue
                 try:
-                    out.append(self._sample_card(info, now, wall))
+                    out.append(self._sample_card(info, now))
                 except _CardLost:
                     self._mark_lost(i, now)
             return out
@@ -438,7 +411,6 @@ class NvmlBackend(Backend):
         if i in self._lost:
             return
         self._lost.add(i)
-        self.last_util_samples.pop(i, None)
         name = self._names.get(i) or "unknown name"
         self.events.append(Event(now, "card_lost", f"card {i} ({name}) lost: GPU is lost", {"card": i}))
 
@@ -451,7 +423,7 @@ class NvmlBackend(Backend):
         except Exception as e:
             self.failures[f"{i}:{what}"] = f"{type(e).__name__}: {_one_line(e)}"
 
-    def _sample_card(self, info: CardInfo, now: float, wall: float) -> CardSample:
+    def _sample_card(self, info: CardInfo, now: float) -> CardSample:
         i = info.card
         h = self._handles[i]
         # Maximum SM clock and total memory are properties of the part: the values
@@ -467,10 +439,10 @@ class NvmlBackend(Backend):
             s.dram_active = gpm.get("dram_active")
 
         def do_util() -> None:
-            subs = self._util_samples(i, h, now, wall)
-            self.last_util_samples[i] = subs
+            subs = self._util_samples(i, h)
             if subs:
-                s.util = sum(u for _, u in subs) / len(subs)
+                # Their mean: a 0.5 s poll of GPU-Util alone would see one of them.
+                s.util = sum(subs) / len(subs)
                 return
             u = self._call(i, "nvmlDeviceGetUtilizationRates", h)
             if u is not _FAIL:
@@ -488,8 +460,6 @@ class NvmlBackend(Backend):
             lim = self._call(i, "nvmlDeviceGetEnforcedPowerLimit", h)
             if lim is not _FAIL:
                 s.power_limit_w = float(lim) / 1000.0  # mW; the limit can be changed at run time
-            e = self._call(i, "nvmlDeviceGetTotalEnergyConsumption", h)
-            self.energy_mj[i] = None if e is _FAIL else int(e)
 
         def do_temp() -> None:
             sensor = self._const("NVML_TEMPERATURE_GPU", _NVML_TEMPERATURE_GPU)
@@ -530,13 +500,9 @@ class NvmlBackend(Backend):
         def do_procs() -> None:
             s.procs = self._procs(i, h)
 
-        def do_proc_util() -> None:
-            self.proc_util[i] = self._proc_util(i, h)
-
         # GPM first: the PCIe reading depends on whether it gave rates.
         for what, fn in (("gpm", do_gpm), ("util", do_util), ("memory", do_memory), ("power", do_power),
-                         ("temp", do_temp), ("clocks", do_clocks), ("pcie", do_pcie), ("procs", do_procs),
-                         ("proc_util", do_proc_util)):
+                         ("temp", do_temp), ("clocks", do_clocks), ("pcie", do_pcie), ("procs", do_procs)):
             self._guard(i, what, fn)
         return s
 
@@ -554,7 +520,7 @@ class NvmlBackend(Backend):
             return None
         return int(m.used), int(m.total)
 
-    def _util_samples(self, i: int, h: Any, now: float, wall: float) -> list[tuple[float, float]]:
+    def _util_samples(self, i: int, h: Any) -> list[float]:
         """GPU-Util samples (NVML takes one every 1/6–1 s) newer than the last ones seen."""
         kind = self._const("NVML_GPU_UTILIZATION_SAMPLES", _NVML_GPU_UTILIZATION_SAMPLES)
         not_found = self._const("NVML_ERROR_NOT_FOUND", _ERR_NOT_FOUND)
@@ -578,17 +544,12 @@ class NvmlBackend(Backend):
         newest = pts[-1][0]
         self._util_ts[i] = newest
         if i not in self._util_primed:
+            # NVML time stamps are µs on the wall clock (what NVIDIA's own tools pass
+            # as lastSeenTimeStamp): the first answer's samples from before discovery
+            # are history we did not watch.
             self._util_primed.add(i)
             pts = [p for p in pts if p[0] > self._since_us[i]]
-            if not pts:
-                return []
-        # NVML time stamps are µs on the wall clock (what NVIDIA's own tools pass as
-        # lastSeenTimeStamp). Map them onto our monotonic clock through "now"; if they
-        # turn out to be on another clock, keep the spacing and put the newest at now.
-        age_newest = wall - newest / 1e6
-        if not (-1.0 <= age_newest <= _MAX_PLAUSIBLE_AGE_S):
-            age_newest = 0.0
-        return [(min(now, now - age_newest - (newest - ts) / 1e6), v) for ts, v in pts]
+        return [v for _, v in pts]
 
     def _procs(self, i: int, h: Any) -> dict[str, int | None] | None:
         res = _FAIL
@@ -605,32 +566,6 @@ class NvmlBackend(Backend):
             used = None if used is None or int(used) == _NOT_AVAILABLE_ULL else int(used)
             out[str(int(p.pid))] = used
         return out
-
-    def _proc_util(self, i: int, h: Any) -> dict[str, tuple[float, float]] | None:
-        not_found = self._const("NVML_ERROR_NOT_FOUND", _ERR_NOT_FOUND)
-        # No process ran since the time stamp: NVML says NOT_FOUND, and pynvml 13 raises
-        # NVMLError(NVML_SUCCESS) when the size query finds nothing to size.
-        res = self._call(i, "nvmlDeviceGetProcessUtilization", h, self._proc_util_ts[i],
-                         quiet={not_found: [], _SUCCESS: []})
-        if res is _FAIL:
-            return None
-        latest: dict[str, tuple[int, float, float]] = {}
-        last = newest = self._proc_util_ts[i]
-        first = i not in self._proc_util_primed
-        for smp in res:
-            ts = int(smp.timeStamp)
-            if ts <= last:
-                continue
-            newest = max(newest, ts)
-            if first and ts <= self._since_us[i]:
-                continue
-            pid = str(int(smp.pid))
-            if pid not in latest or ts >= latest[pid][0]:
-                latest[pid] = (ts, float(smp.smUtil), float(smp.memUtil))
-        if newest > last:
-            self._proc_util_ts[i] = newest
-            self._proc_util_primed.add(i)
-        return {pid: (sm, mem) for pid, (_, sm, mem) in latest.items()}
 
     def _gpm_tick(self, i: int, h: Any, now: float) -> dict[str, float]:
         g = self._gpm.get(i)

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Tool,
-    ToolBackend,
-    amd_value,
-    bad_dir_component,
+from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, Probe, ToolError, register
+from sattui.vendors.cli_backend import CliBackend
+from sattui.vendors.reading import CardReading, add_proc
+from sattui.vendors.tool import Tool, find_tool, in_dir_named, version_probe
+from sattui.vendors.values import (
     clamp_pct,
     expect_unit,
     extract_json,
@@ -43,16 +42,6 @@ from sattui.vendors._parse import (
     pct,
     scale_bytes,
     to_bytes,
-    version_probe,
-)
-from sattui.vendors.base import (
-    BackendError,
-    BackendUnavailable,
-    ParseError,
-    Probe,
-    ToolError,
-    find_tool,
-    register,
 )
 
 # AMD's own install dirs only: /opt/dtk and /opt/hyhal hold Hygon's rocm-smi fork.
@@ -72,6 +61,13 @@ ROCM_SMI_DISCOVER_ARGS = ("--showproductname", "--showuniqueid", "--showbus", "-
 def _norm_keys(d: dict[str, Any]) -> dict[str, Any]:
     """Keys lower-cased with runs of spaces collapsed: ROCm releases differ in case."""
     return {" ".join(str(k).lower().split()): v for k, v in d.items()}
+
+
+def _label(v: Any) -> str | None:
+    """A name or id as printed, or None where it is blank or "N/A"."""
+    if isinstance(v, str) and v.strip() and v.strip().upper() != "N/A":
+        return v.strip()
+    return None
 
 
 def _first(d: dict[str, Any], *keys: str) -> Any:
@@ -145,15 +141,9 @@ def parse_rocm_smi_json(text: str) -> dict[int, CardReading]:
             if pm:
                 r.pcie_gen = pcie_gen_from_speed(num(pm.group(1), f"{key} pcie clock level"))
                 r.pcie_width = int(pm.group(2))
-        name = _first(d, "card series", "device name", "card sku", "market name")
-        if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
-            r.name = name.strip()
-        uid = _first(d, "unique id")
-        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
-            r.uuid = uid.strip()
-        bus = _first(d, "pci bus")
-        if isinstance(bus, str) and bus.strip():
-            r.bus = bus.strip()
+        r.name = _label(_first(d, "card series", "device name", "card sku", "market name"))
+        r.uuid = _label(_first(d, "unique id"))
+        r.bus = _label(_first(d, "pci bus"))
         out[idx] = r
     if not out:
         raise layout_error("rocm-smi JSON: no 'cardN' entries")
@@ -167,8 +157,25 @@ def rocm_smi_is_hygon(text: str) -> bool:
 
 # -- amd-smi JSON ----------------------------------------------------------------------
 
-def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
-    """The per-GPU list, whether bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
+def amd_value(obj: Any, what: str) -> tuple[float | None, str]:
+    """amd-smi's ``{"value": N, "unit": "W"}`` (or a bare number, or "N/A")."""
+    if isinstance(obj, dict):
+        if "value" not in obj:
+            raise layout_error(f"{what}: object without 'value'")
+        unit = obj.get("unit", "")
+        if not isinstance(unit, str):
+            unit = ""
+        x = num(obj["value"], what)
+        return x, unit.strip()
+    if isinstance(obj, list):
+        raise layout_error(f"{what}: list where a value was expected")
+    return num_unit(obj, what)
+
+
+def _amd_gpus(text: str, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """(GPU index, its entry) of an amd-smi JSON answer, whether the per-GPU list is
+    bare (amd-smi ≤ 25) or wrapped in ``gpu_data`` (26)."""
+    obj = extract_json(text, what)
     if isinstance(obj, dict) and "gpu_data" in obj:
         obj = obj["gpu_data"]
     elif isinstance(obj, dict) and "gpu" in obj:
@@ -182,7 +189,7 @@ def _gpu_items(obj: Any, what: str) -> list[dict[str, Any]]:
         g = it["gpu"]
         if not is_index(g):
             raise layout_error(f"{what}: 'gpu' is not an index")
-        items.append(it)
+        items.append((int(str(g).strip()), it))
     if not items:
         raise layout_error(f"{what}: no GPUs")
     return items
@@ -225,101 +232,87 @@ def _amd_bytes(obj: Any, what: str, default_unit: str = "MB") -> int | None:
     return scale_bytes(x, unit or default_unit, binary=True, what=what)
 
 
-def _amd_pcie(pcie: Any, r: CardReading, what: str) -> None:
-    if not isinstance(pcie, dict):
-        return
-    w = pcie.get("width")
-    if w is not None:
-        wx = _amd_num(w, f"{what} pcie width", ("",))
-        r.pcie_width = int(wx) if wx is not None else None
-    sp = pcie.get("speed")
-    if sp is not None:
-        x, unit = amd_value(sp, f"{what} pcie speed")
+def _amd_link(width: Any, speed: Any, width_what: str, speed_what: str) -> tuple[int | None, int | None]:
+    """(PCIe generation, lane count) from amd-smi's width and per-lane speed."""
+    lanes = _amd_num(width, width_what, ("",))
+    gen = None
+    if speed is not None:
+        x, unit = amd_value(speed, speed_what)
         if x is not None:
             # Reported in GT/s; some versions print MT/s.
-            gts = x / 1000.0 if unit.lower() == "mt/s" else x
-            r.pcie_gen = pcie_gen_from_speed(gts)
+            gen = pcie_gen_from_speed(x / 1000.0 if unit.lower() == "mt/s" else x)
+    return gen, int(lanes) if lanes is not None else None
+
+
+def _amd_readings(text: str, what: str, read: Callable[[dict[str, Any], CardReading, str], None]
+                  ) -> dict[int, CardReading]:
+    """One reading per GPU entry of an amd-smi JSON answer, filled by ``read(entry, reading, "gpu N")``."""
+    out: dict[int, CardReading] = {}
+    for idx, it in _amd_gpus(text, what):
+        r = out[idx] = CardReading(index=idx)
+        read(it, r, f"gpu {idx}")
+    return out
+
+
+def _read_metric(it: dict[str, Any], r: CardReading, w: str) -> None:
+    usage = it.get("usage")
+    if usage is not None and not isinstance(usage, (dict, str)):
+        raise layout_error(f"{w}: 'usage' is not an object")
+    r.util = clamp_pct(_amd_num(_sub(usage, "gfx_activity"), f"{w} gfx_activity", ("%",)))
+    r.dram_active = clamp_pct(_amd_num(_sub(usage, "umc_activity"), f"{w} umc_activity", ("%",)))
+    power = it.get("power")
+    r.power_w = _amd_watts(_first(power, "socket_power", "average_socket_power", "current_socket_power")
+                           if isinstance(power, dict) else None, f"{w} socket_power")
+    temp = it.get("temperature")
+    # An "N/A" edge sensor (MI300) falls through to hotspot.
+    r.temp_c = _amd_num(_first(temp, "edge", "hotspot", "junction") if isinstance(temp, dict) else None,
+                        f"{w} temperature", ("C",))
+    clock = it.get("clock")
+    if isinstance(clock, dict):
+        gfx = clock.get("gfx_0", clock.get("gfx"))
+        if isinstance(gfx, dict):
+            r.sm_clock_mhz = _amd_num(gfx.get("clk"), f"{w} gfx clk", ("MHz",))
+            r.sm_clock_max_mhz = _amd_num(gfx.get("max_clk"), f"{w} gfx max_clk", ("MHz",))
+    mem = it.get("mem_usage")
+    if isinstance(mem, dict):
+        r.mem_total = _amd_bytes(mem.get("total_vram"), f"{w} total_vram")
+        r.mem_used = _amd_bytes(mem.get("used_vram"), f"{w} used_vram")
+    pcie = it.get("pcie")
+    if isinstance(pcie, dict):
+        r.pcie_gen, r.pcie_width = _amd_link(pcie.get("width"), pcie.get("speed"), f"{w} pcie width",
+                                             f"{w} pcie speed")
 
 
 def parse_amd_smi_metric(text: str) -> dict[int, CardReading]:
     """``amd-smi metric --json`` → readings by GPU index."""
-    obj = extract_json(text, "amd-smi metric JSON")
-    out: dict[int, CardReading] = {}
-    for it in _gpu_items(obj, "amd-smi metric JSON"):
-        idx = int(str(it["gpu"]).strip())
-        w = f"gpu {idx}"
-        r = CardReading(index=idx)
-        usage = it.get("usage")
-        if usage is not None and not isinstance(usage, (dict, str)):
-            raise layout_error(f"{w}: 'usage' is not an object")
-        r.util = clamp_pct(_amd_num(_sub(usage, "gfx_activity"), f"{w} gfx_activity", ("%",)))
-        r.dram_active = clamp_pct(_amd_num(_sub(usage, "umc_activity"), f"{w} umc_activity", ("%",)))
-        power = it.get("power")
-        r.power_w = _amd_watts(_first(power, "socket_power", "average_socket_power", "current_socket_power")
-                               if isinstance(power, dict) else None, f"{w} socket_power")
-        temp = it.get("temperature")
-        # An "N/A" edge sensor (MI300) falls through to hotspot.
-        r.temp_c = _amd_num(_first(temp, "edge", "hotspot", "junction") if isinstance(temp, dict) else None,
-                            f"{w} temperature", ("C",))
-        clock = it.get("clock")
-        if isinstance(clock, dict):
-            gfx = clock.get("gfx_0", clock.get("gfx"))
-            if isinstance(gfx, dict):
-                r.sm_clock_mhz = _amd_num(gfx.get("clk"), f"{w} gfx clk", ("MHz",))
-                r.sm_clock_max_mhz = _amd_num(gfx.get("max_clk"), f"{w} gfx max_clk", ("MHz",))
-        mem = it.get("mem_usage")
-        if isinstance(mem, dict):
-            r.mem_total = _amd_bytes(mem.get("total_vram"), f"{w} total_vram")
-            r.mem_used = _amd_bytes(mem.get("used_vram"), f"{w} used_vram")
-        _amd_pcie(it.get("pcie"), r, w)
-        out[idx] = r
-    return out
+    return _amd_readings(text, "amd-smi metric JSON", _read_metric)
+
+
+def _read_static(it: dict[str, Any], r: CardReading, w: str) -> None:
+    r.name = _label(_sub(it.get("asic"), "market_name"))
+    vram = it.get("vram")
+    if isinstance(vram, dict):
+        r.mem_total = _amd_bytes(vram.get("size"), f"{w} vram size")
+    limit = it.get("limit")
+    if isinstance(limit, dict):
+        r.power_limit_w = _amd_watts(_first(limit, "socket_power", "max_power", "power_cap"),
+                                    f"{w} power limit")
+    bus = it.get("bus")
+    if isinstance(bus, dict):
+        r.bus = _label(bus.get("bdf"))
+        r.pcie_gen_max, r.pcie_width_max = _amd_link(bus.get("max_pcie_width"), bus.get("max_pcie_speed"),
+                                                     f"{w} max_pcie_width", f"{w} max_pcie_speed")
+        if r.pcie_gen_max is None:
+            gen = bus.get("pcie_interface_version")
+            if isinstance(gen, str):
+                gm = re.search(r"(\d+)", gen)
+                r.pcie_gen_max = int(gm.group(1)) if gm else None
+    r.uuid = _label(it.get("uuid"))
 
 
 def parse_amd_smi_static(text: str) -> dict[int, CardReading]:
     """``amd-smi static --json`` → names, VRAM size, power cap, PCIe maxima by GPU."""
-    obj = extract_json(text, "amd-smi static JSON")
-    out: dict[int, CardReading] = {}
-    for it in _gpu_items(obj, "amd-smi static JSON"):
-        idx = int(str(it["gpu"]).strip())
-        w = f"gpu {idx}"
-        r = CardReading(index=idx)
-        asic = it.get("asic")
-        if isinstance(asic, dict):
-            name = asic.get("market_name")
-            if isinstance(name, str) and name.strip() and name.strip().upper() != "N/A":
-                r.name = name.strip()
-        vram = it.get("vram")
-        if isinstance(vram, dict):
-            r.mem_total = _amd_bytes(vram.get("size"), f"{w} vram size")
-        limit = it.get("limit")
-        if isinstance(limit, dict):
-            r.power_limit_w = _amd_watts(_first(limit, "socket_power", "max_power", "power_cap"),
-                                        f"{w} power limit")
-        bus = it.get("bus")
-        if isinstance(bus, dict):
-            bdf = bus.get("bdf")
-            if isinstance(bdf, str) and bdf.strip():
-                r.bus = bdf.strip()
-            mw = bus.get("max_pcie_width")
-            if mw is not None:
-                x = _amd_num(mw, f"{w} max_pcie_width", ("",))
-                r.pcie_width_max = int(x) if x is not None else None
-            ms = bus.get("max_pcie_speed")
-            if ms is not None:
-                x, unit = amd_value(ms, f"{w} max_pcie_speed")
-                if x is not None:
-                    r.pcie_gen_max = pcie_gen_from_speed(x / 1000.0 if unit.lower() == "mt/s" else x)
-            if r.pcie_gen_max is None:
-                gen = bus.get("pcie_interface_version")
-                if isinstance(gen, str):
-                    gm = re.search(r"(\d+)", gen)
-                    r.pcie_gen_max = int(gm.group(1)) if gm else None
-        uid = it.get("uuid")
-        if isinstance(uid, str) and uid.strip() and uid.strip().upper() != "N/A":
-            r.uuid = uid.strip()
-        out[idx] = r
-    return out
+    return _amd_readings(text, "amd-smi static JSON", _read_static)
 
 
 def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
@@ -327,10 +320,8 @@ def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
 
     A GPU with no processes gives ``{}`` (known to be none), not ``None``.
     """
-    obj = extract_json(text, "amd-smi process JSON")
     out: dict[int, dict[str, int | None]] = {}
-    for it in _gpu_items(obj, "amd-smi process JSON"):
-        idx = int(str(it["gpu"]).strip())
+    for idx, it in _amd_gpus(text, "amd-smi process JSON"):
         procs: dict[str, int | None] = out.setdefault(idx, {})
         plist = it.get("process_list", [])
         if isinstance(plist, str) or plist is None:
@@ -355,10 +346,7 @@ def parse_amd_smi_process(text: str) -> dict[int, dict[str, int | None]]:
                 if isinstance(mu, dict) and "vram_mem" in mu else None
             if vram is None and "mem_usage" in info:
                 vram = _amd_bytes(info.get("mem_usage"), f"gpu {idx} pid {pid} mem_usage", "B")
-            if pid in procs and procs[pid] is not None and vram is not None:
-                procs[pid] = procs[pid] + vram  # type: ignore[operator]
-            elif pid not in procs or procs[pid] is None:
-                procs[pid] = vram
+            add_proc(procs, pid, vram)
     return out
 
 
@@ -422,8 +410,7 @@ def parse_amd_smi_default(text: str) -> dict[int, CardReading]:
                 gpu = int(m.group(1))
                 pid = m.group(2)
                 vram = to_bytes(m.group(5), binary=True, what=f"gpu {gpu} pid {pid} VRAM_MEM")
-                d = procs.setdefault(gpu, {})
-                d[pid] = (d.get(pid) or 0) + vram if vram is not None else d.get(pid)
+                add_proc(procs.setdefault(gpu, {}), pid, vram)
             continue
         cells = _cells(ln)
         if len(cells) != 2:
@@ -473,16 +460,17 @@ def find_amd_tool() -> tuple[str | None, str | None, str | None]:
         return "amd-smi", p, None
     p = find_tool("rocm-smi", AMD_TOOL_DIRS)
     if p:
-        if bad_dir_component(p, HYGON_DIRS):
+        if in_dir_named(p, HYGON_DIRS):
             return None, None, f"rocm-smi at {p} is Hygon DTK's (the hygon backend reads it)"
         return "rocm-smi", p, None
     return None, None, "amd-smi/rocm-smi not on PATH"
 
 
 @register
-class RocmBackend(ToolBackend):
+class RocmBackend(CliBackend):
     name = "rocm"
     vendor = "amd"
+    auto_rank = 20
     # amd-smi is a Python CLI taking ~0.3–1 s a call, and a tick calls it twice
     # (metrics + processes); rocm-smi alone is lighter (set per instance).
     min_interval_s = 1.0
@@ -515,17 +503,16 @@ class RocmBackend(ToolBackend):
     def _discover_amd_smi(self) -> dict[int, CardReading]:
         assert self.tool is not None
         self.min_interval_s = 1.0
-        amd_smi = self.tool
         # Not a JSON layout we know: the default summary table still has the numbers.
         readings = self._read_json_else_text(
             json_mode="amd-json",
-            read_json=lambda: amd_smi.run_parse(("metric", "--json"), parse_amd_smi_metric),
+            read_json=lambda: self._run_view(("metric", "--json"), parse_amd_smi_metric),
             text_mode="amd-text",
-            read_text=lambda: amd_smi.run_parse((), parse_amd_smi_default),
+            read_text=lambda: self._run_view((), parse_amd_smi_default),
             text_view="the default view")
         # Names, VRAM size and power cap: best effort (a second, slower call, once).
         try:
-            static = self.tool.run_parse(("static", "--json"), parse_amd_smi_static)
+            static = self._run_view(("static", "--json"), parse_amd_smi_static)
         except BackendError:
             static = {}
         for i, r in readings.items():
@@ -542,21 +529,21 @@ class RocmBackend(ToolBackend):
         if rocm_smi_is_hygon(text):
             raise BackendUnavailable(f"rocm-smi at {self.tool.path} is Hygon DTK's (the hygon backend reads it)")
         self.mode = "rocm-smi"
-        return self.tool.parse(parse_rocm_smi_json, text, "--json")
+        return self.tool.parse(parse_rocm_smi_json, text, view="--json")
 
     def sample(self) -> list[CardSample]:
         if self.tool is None or self.mode is None:
             self.discover()
         assert self.tool is not None
         if self.mode == "amd-json":
-            readings = self.tool.run_parse(("metric", "--json"), parse_amd_smi_metric)
+            readings = self._run_view(("metric", "--json"), parse_amd_smi_metric)
             procs = self._amd_procs()
             for i, r in readings.items():
                 r.procs = procs.get(i, {}) if procs is not None else None
         elif self.mode == "amd-text":
-            readings = self.tool.run_parse((), parse_amd_smi_default)
+            readings = self._run_view((), parse_amd_smi_default)
         else:
-            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), "--json")
+            readings = self.tool.parse(parse_rocm_smi_json, self.tool.run(*ROCM_SMI_SAMPLE_ARGS), view="--json")
         return self._samples_of(readings)
 
     def _amd_procs(self) -> dict[int, dict[str, int | None]] | None:
@@ -564,7 +551,7 @@ class RocmBackend(ToolBackend):
         if not self._procs_layout_ok or self.tool is None:
             return None
         try:
-            return self.tool.run_parse(("process", "--json"), parse_amd_smi_process)
+            return self._run_view(("process", "--json"), parse_amd_smi_process)
         except ParseError:
             self._procs_layout_ok = False  # an unknown layout will not change: stop asking
             return None

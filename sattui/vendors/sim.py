@@ -222,7 +222,7 @@ class SimBackend(Backend):
         power = power_for(util)
         self.temp_c = temp_step(self.temp_c, power, now - prev)
         mem = CONTEXT_BYTES + (self.file.mem or 0) if self.file.pid is not None else 0
-        procs = {str(self.file.pid): mem} if self.file.pid is not None else {}
+        procs: dict[str, int | None] = {str(self.file.pid): mem} if self.file.pid is not None else {}
         return [CardSample(t=t, card=0, util=util, mem_used=mem, mem_total=MEM_TOTAL,
                            power_w=round(power, 1), power_limit_w=LIMIT_W, temp_c=round(self.temp_c, 1),
                            procs=procs)]

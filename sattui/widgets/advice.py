@@ -10,12 +10,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from sattui.findings import Finding, evidence_text
+from sattui.textsafe import clean
 from sattui.widgets.viewdata import ViewData
 
 def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
     """``head`` then ``body`` wrapped under itself (a hanging indent), so the fix text of a
-    finding stays one block at 80 columns."""
-    lines = textwrap.wrap(body, max(20, width - len(head))) or [""]
+    finding stays one block at 80 columns. ``body`` may quote process and frame names:
+    escaped before it is wrapped."""
+    lines = textwrap.wrap(clean(body), max(20, width - len(head))) or [""]
     out.append("\n" + head, "dim")
     out.append(lines[0], style)
     for line in lines[1:]:
@@ -33,7 +35,7 @@ def advice_text(findings: list[Finding], width: int = 80) -> Text:
             out.append("\n")
         sev = f.severity.value
         out.append(f"{sev.upper():<6} ", f.severity.text_style)
-        out.append(f.rule, "bold")
+        out.append(clean(f.rule), "bold")
         out.append(f"  impact {f.impact:.0%}", "dim")
         if f.where():
             out.append("  " + f.where(), "dim")

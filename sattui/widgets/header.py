@@ -7,14 +7,13 @@ re-set when it changed, so a steady screen costs no layout.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.widget import Widget
 
 from sattui.sampler_status import SamplerStatus
-from sattui.trainer.launchers import printable
+from sattui.textsafe import clean, clean_argv
 from sattui.widgets import fmt
 from sattui.widgets.rows import Run, fit
 from sattui.widgets.timechart import RunStyles
@@ -85,7 +84,8 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
         if isinstance(cmd, list) and cmd:
             # /root/.pyenv/versions/3.11.7/bin/python → python: the room is for the arguments.
             cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
-        who = f"pid {pid} " + (shlex.join(cmd) if isinstance(cmd, list) else str(cmd or ""))
+        # Escaped before it is cut, so the cut counts what is shown.
+        who = f"pid {pid} " + (clean_argv(cmd) if isinstance(cmd, list) else clean(cmd or ""))
         found = found_trainers(data)
         if found:
             # Under a launcher: the trainer(s) found below it, and what they are under.
@@ -95,11 +95,10 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             rank = f"rank {f['rank']} " if f.get("rank") is not None else ""
             more = f" +{len(found) - 1} more" if len(found) > 1 else ""
             # "under …" first: a long command line is cut at the right edge
-            who = (f"{rank}pid {f.get('pid')}{more} (under {h.get('launcher') or f.get('launcher')} pid {pid}) "
-                   f"{shlex.join(map(str, fcmd))}")
+            who = (f"{rank}pid {f.get('pid')}{more} (under {clean(h.get('launcher') or f.get('launcher'))} "
+                   f"pid {pid}) {clean_argv(map(str, fcmd))}")
         elif h.get("launcher") and st is not None and st.sampler == SamplerStatus.STARTING:
-            who += f"  ({h.get('launcher')}: looking for the trainer below it)"
-        who = printable(who, 400)
+            who += f"  ({clean(h.get('launcher'))}: looking for the trainer below it)"
     else:
         who = "no trainer (cards only)"
     room = max(8, width - right_len - 2)
@@ -204,5 +203,6 @@ class StatusHeader(Widget):
             if i:
                 out.append("\n")
             for t, name in line:
-                out.append(t, self._styles(name) if name else None)
+                # Messages quote tools and paths: every run is escaped on its way out.
+                out.append(clean(t), self._styles(name) if name else None)
         return out

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sattui.states import State, glyph, style_class
+from sattui.textsafe import clean
+from sattui.vendors.nvml_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
 from sattui.widgets import fmt
 from sattui.widgets.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 
@@ -34,26 +36,6 @@ Runs = tuple[Run, ...]
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 KERNEL_STATES = {"R": "run", "S": "sleep", "D": "disk", "Z": "zombie", "T": "stopped", "t": "traced", "I": "idle"}
-
-# NVML clock-event reason bits (nvmlClocksEventReason*), in bit order.
-CLOCK_REASONS = {
-    0x1: "GpuIdle", 0x2: "ApplicationsClocksSetting", 0x4: "SwPowerCap", 0x8: "HwSlowdown",
-    0x10: "SyncBoost", 0x20: "SwThermalSlowdown", 0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown", 0x100: "DisplayClockSetting",
-}
-# Bits that mean the card is held back (the rest are benign or informational).
-CLOCK_REASONS_BAD = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
-
-
-def decode_clock_reasons(mask: int | None) -> list[str]:
-    if mask is None:
-        return []
-    names = [name for bit, name in CLOCK_REASONS.items() if mask & bit]
-    rest = mask & ~sum(CLOCK_REASONS)
-    if rest:
-        names.append(f"0x{rest:x}")
-    return names
-
 
 @dataclass(frozen=True, slots=True)
 class Line:
@@ -170,8 +152,9 @@ def text(s: str, style: str = "") -> Runs:
 
 
 def fit(s: str, width: int) -> str:
-    """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines)."""
-    return s if len(s) <= width else s[: max(0, width - 1)] + "…"
+    """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines), its
+    control characters escaped first (names come from other users: sattui/textsafe.py)."""
+    return clean(s, max(1, width))
 
 
 def bar(frac: float | None, width: int) -> Runs:

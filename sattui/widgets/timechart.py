@@ -21,6 +21,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from sattui.states import State
+from sattui.textsafe import clean
 from sattui.widgets.rows import Columns, Line, Runs, columns_for
 
 STYLE_NAMES = (
@@ -57,12 +58,16 @@ class RunStyles:
 
 
 def fit_runs(runs: Runs, width: int, style_of: RunStyles, pad_style: Style) -> list[Segment]:
-    """Exactly ``width`` cells: runs cut where they overflow, spaces after."""
+    """Exactly ``width`` cells: runs cut where they overflow, spaces after.
+
+    Every string a chart shows becomes a Segment here, so this is where untrusted text
+    (process and card names) is escaped, whatever built the Line."""
     segs: list[Segment] = []
     used = 0
     for text, name in runs:
         if used >= width:
             break
+        text = clean(text)
         if used + len(text) > width:
             text = text[: width - used]
         segs.append(Segment(text, style_of(name)))

@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 
 from sattui.record import RecordingReader
-from sattui.vendors.base import AUTO_ORDER, DEFAULT_TOOL_TIMEOUT_S
+from sattui.vendors.base import auto_order
+from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S
 from tests.unit.test_vendor_biren import SYNTHETIC_TABLE as BIREN_SYNTHETIC_TABLE
 from tests.unit.test_vendor_hygon import HY_SMI_VERSION
 from tests.unit.test_vendor_intel import XPU_SMI_VERSION
@@ -40,6 +41,7 @@ from tests.unit.test_vendor_rocm import AMD_SMI_VERSION, ROCM_SMI_VERSION
 from tests.vendor_tools import install_tool, isolate_path
 
 REPO = Path(__file__).resolve().parents[2]
+AUTO_ORDER = auto_order()
 FIX = REPO / "tests" / "fixtures" / "vendors"
 NVML_SHIM = REPO / "tests" / "fixtures" / "pynvml_shim"
 NVML_SHIM_FAULTS = REPO / "tests" / "fixtures" / "pynvml_shim_faults"  # cards failing mid-run
@@ -53,12 +55,14 @@ SLACK_S = 5.0  # interpreter start, imports, a loaded 2-core CI box
 MI100 = FIX / "amd" / "rocm-smi-json_4x-mi100_rocm6.0.2.json"
 AMDSMI_DEFAULT = FIX / "amd" / "amd-smi_default-view_2x-radeon-ai-pro-r9700_amdsmi26.2.1.txt"
 HY_CONCISE = FIX / "hygon" / "hy-smi_4x-K100-AI_dtk24.04.1_concise.txt"
+DTK_ROCM_SMI = FIX / "hygon" / "rocm-smi_4x-Z100_dtk23.10.1_concise.txt"
 NPU_8CARD = FIX / "ascend" / "npu-smi_910B3-8card_v25.5.1_info-overview.txt"
 NPU_COMMON = FIX / "ascend" / "npu-smi_910B3-8card_v25.5.1_t-common_i-0.txt"
 NPU_USAGES = FIX / "ascend" / "npu-smi_910B3-8card_v25.5.1_t-usages_i-0.txt"
 NPU_PROCMEM = FIX / "ascend" / "npu-smi_910B3-8card_v25.5.1_t-proc-mem_i-0.txt"
 CNMON = FIX / "cambricon" / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"
 KUNLUN_8X = FIX / "kunlun" / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"
+KUNLUN_K200 = FIX / "kunlun" / "xpu_smi_4x-K200_drv4.33_test-procs.txt"
 GMI_S5000 = FIX / "moorethreads" / "mthreads-gmi_8x-S5000_gmi2.4.1_drv5.1.0-server.txt"
 GMI_S80 = FIX / "moorethreads" / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-procs.txt"
 XPU_DISCOVERY_J = FIX / "intel" / "xpu-smi-discovery-j_1x-0x020a.json"
@@ -85,6 +89,11 @@ def _hy_smi(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "hy-smi", stdout_file=HY_CONCISE, by_args={"--version": HY_SMI_VERSION})
 
 
+def _dtk_rocm_smi(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # Hygon DTK without hy-smi: its rocm-smi on PATH, told from AMD's by what it prints.
+    install_tool(d, mp, "rocm-smi", stdout_file=DTK_ROCM_SMI)
+
+
 def _npu_smi(d: Path, mp: pytest.MonkeyPatch) -> None:
     # npu-smi is called several ways: the overview, and -t common/usages/proc-mem per NPU.
     install_tool(d, mp, "npu-smi", by_args={"info": NPU_8CARD, "info -t common -i 0": NPU_COMMON,
@@ -96,9 +105,9 @@ def _cnmon(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "cnmon", stdout_file=CNMON)
 
 
-def _kunlun(name: str = "xpu-smi") -> Callable[[Path, pytest.MonkeyPatch], None]:
+def _kunlun(name: str = "xpu-smi", fixture: Path = KUNLUN_8X) -> Callable[[Path, pytest.MonkeyPatch], None]:
     def setup(d: Path, mp: pytest.MonkeyPatch) -> None:
-        install_tool(d, mp, name, stdout_file=KUNLUN_8X)
+        install_tool(d, mp, name, stdout_file=fixture)
     return setup
 
 
@@ -222,9 +231,11 @@ VENDORS: dict[str, tuple[str, Callable[[Path, pytest.MonkeyPatch], None]]] = {
     "rocm-smi": ("rocm", _rocm_smi),
     "amd-smi": ("rocm", _amd_smi),
     "hygon": ("hygon", _hy_smi),
+    "hygon-dtk-rocm-smi": ("hygon", _dtk_rocm_smi),
     "ascend": ("ascend", _npu_smi),
     "cambricon": ("cambricon", _cnmon),
     "kunlun": ("kunlun", _kunlun()),
+    "kunlun-4x": ("kunlun", _kunlun("xpu_smi", KUNLUN_K200)),
     "mthreads": ("mthreads", _gmi(GMI_S5000)),
     "intel": ("intel", _xpu_smi_intel),
     "biren": ("biren", _brsmi),
@@ -365,6 +376,13 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
         {i: dict(util=0.0, temp_c=t, power_w=pw, power_limit_w=800.0, mem_used=None, mem_total=None)
          for i, (t, pw) in enumerate([(49.0, 118.0), (48.0, 120.0), (53.0, 116.0), (49.0, 138.0)])},
     ),
+    # DTK 23.10.1 rocm-smi concise: "DCU  Temp  AvgPwr  Fan  Perf  PwrCap  VRAM%  DCU%", rows
+    # "0  30.0c  38.0W  0.0%  auto  280.0W  0%  0%" … "3  29.0c  39.0W …". No names, no VRAM size.
+    "hygon-dtk-rocm-smi": (
+        [(i, "hygon", None, None) for i in range(4)],
+        {i: dict(util=0.0, temp_c=t, power_w=pw, power_limit_w=280.0, mem_used=None, mem_total=None)
+         for i, (t, pw) in enumerate([(30.0, 38.0), (30.0, 41.0), (29.0, 38.0), (29.0, 39.0)])},
+    ),
     # npu-smi 910B3 8-card overview: "| 0  910B3 | OK | 99.4  34  0 / 0 |", "| 0 | 0000:C1:00.0 |
     # 0  0 / 0  59189/ 65536 |", process "| 0  0 | 3233241 | VLLMWorker_TP | 55844 |" …;
     # -t common -i 0 "Aicore Freq(MHZ) : 1800".
@@ -392,6 +410,16 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
         {i: dict(util=0.0, temp_c=t, power_w=pw, power_limit_w=400.0, mem_used=0, mem_total=98304 * MiB, procs={})
          for i, (t, pw) in enumerate([(37.0, 85.0), (41.0, 86.0), (34.0, 85.0), (39.0, 88.0),
                                       (37.0, 86.0), (42.0, 86.0), (35.0, 86.0), (42.0, 88.0)])},
+    ),
+    # Kunlunxin 4.x xpu_smi, 2x K200 (4 devices): "|     0 | 0000:43:00.0 | K200  | … |     3 % |
+    # 0 / 16 MB |    3 / 8064 MB |       38 |   37 |       900 |"; devices 1-3 "3 %", "4 %", "4 %",
+    # Memory 1, 3, 1025 MB, Power(W) 38/37/37, Temp 37/38/36. No power cap in this layout.
+    "kunlun-4x": (
+        [(i, "kunlunxin", "K200", 8064 * MiB) for i in range(4)],
+        {i: dict(util=u, mem_used=m * MiB, mem_total=8064 * MiB, power_w=pw, power_limit_w=None, temp_c=t,
+                 sm_clock_mhz=900.0)
+         for i, (u, m, pw, t) in enumerate([(3.0, 3, 38.0, 37.0), (3.0, 1, 38.0, 37.0), (4.0, 3, 37.0, 38.0),
+                                            (4.0, 1025, 37.0, 36.0)])},
     ),
     # mthreads-gmi 2.4.1, 8x S5000: "0    MTT S5000   |00000000:18:00.0    |0%    0MiB(81920MiB)",
     # "     Physical      P0     |16x(16x)            |48C   YES"; no power column: None.

@@ -8,8 +8,8 @@ constants and error codes too), so a change on either side shows up as a test fa
 What it mimics of the real library, because the backend must cope with it:
 - every call needs ``nvmlInit`` first; init is counted and ``nvmlShutdown`` gives one back;
 - ``NVMLError(code)`` returns the subclass for that code, each with ``.value``;
-- ``nvmlDeviceGetSamples`` / ``nvmlDeviceGetProcessUtilization`` raise NOT_FOUND when
-  nothing is newer than the time stamp given;
+- ``nvmlDeviceGetSamples`` raises NOT_FOUND when nothing is newer than the time stamp
+  given;
 - the unversioned process query raises ``NVMLLibraryMismatchError`` where the v3 symbol
   is missing (pynvml's ``throwOnVersionMismatch``);
 - a lost GPU raises ``NVMLError_GpuIsLost`` on every call that names its handle;
@@ -57,8 +57,6 @@ NVML_PCIE_UTIL_RX_BYTES = 1
 NVML_GPU_UTILIZATION_SAMPLES = 1
 NVML_VALUE_TYPE_DOUBLE = 0
 NVML_VALUE_TYPE_UNSIGNED_INT = 1
-NVML_DEVICE_MIG_DISABLE = 0
-NVML_DEVICE_MIG_ENABLE = 1
 nvmlMemory_v2 = 0x02000028
 
 NVML_GPM_METRICS_GET_VERSION = 1
@@ -200,7 +198,6 @@ class FakeDevice:
     mem_v2: bool = True  # False: a driver without nvmlDeviceGetMemoryInfo_v2
     power_mw: int = 690_000
     power_limit_mw: int = 700_000
-    energy_mj: int = 123_456_789
     temp_c: int = 71
     sm_clock_mhz: int = 1755
     sm_clock_max_mhz: int = 1980
@@ -212,9 +209,6 @@ class FakeDevice:
     pcie_gen_max: int = 5
     pcie_width_max: int = 16
     procs: list[tuple[int, int | None]] = field(default_factory=lambda: [(4242, 70_000_000_000)])
-    # (pid, wall-clock µs, smUtil, memUtil)
-    proc_util: list[tuple[int, int, int, int]] = field(default_factory=list)
-    mig: tuple[int, int] = (0, 0)
     gpm_supported: bool = True
     gpm: dict[int, float] = field(default_factory=lambda: {
         NVML_GPM_METRIC_SM_UTIL: 85.0,
@@ -239,7 +233,7 @@ def a100(**kw: Any) -> FakeDevice:
     base: dict[str, Any] = dict(
         name="NVIDIA A100-SXM4-80GB", uuid="GPU-11111111-2222-3333-4444-555555555555",
         util_gpu=35, util_mem=12, mem_total=85_899_345_920, mem_used=20_000_000_000, mem_reserved=500_000_000,
-        power_mw=210_500, power_limit_mw=400_000, energy_mj=987_654, temp_c=48, sm_clock_mhz=1410,
+        power_mw=210_500, power_limit_mw=400_000, temp_c=48, sm_clock_mhz=1410,
         sm_clock_max_mhz=1410, clock_reasons=0x1, pcie_tx_kBps=1_000, pcie_rx_kBps=250_000, pcie_gen=4,
         pcie_width=16, pcie_gen_max=4, pcie_width_max=16, procs=[(5151, 19_000_000_000), (5152, None)],
         gpm_supported=False, gpm={},
@@ -486,9 +480,6 @@ class FakePynvml(types.ModuleType):
     def _nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         return self._dev(handle).power_limit_mw
 
-    def _nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        return self._dev(handle).energy_mj
-
     def _nvmlDeviceGetTemperatureV(self, handle: Any, sensor: int, version: int = 16777228) -> int:
         if sensor != NVML_TEMPERATURE_GPU:
             raise self._err(NVML_ERROR_INVALID_ARGUMENT)
@@ -563,23 +554,6 @@ class FakePynvml(types.ModuleType):
         if v3 is not None and getattr(v3.make(), "value", None) == NVML_ERROR_FUNCTION_NOT_FOUND:
             raise self.NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match")
         return self._procs(handle)
-
-    def _nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[Any]:  # noqa: N803
-        d = self._dev(handle)
-        new = [p for p in d.proc_util if p[1] > timeStamp]
-        if not new:
-            raise self._err(NVML_ERROR_NOT_FOUND)
-        out = []
-        for pid, ts, sm, mem in new:
-            if self._real is not None:
-                out.append(self._real.c_nvmlProcessUtilizationSample_t(pid=pid, timeStamp=ts, smUtil=sm, memUtil=mem,
-                                                                       encUtil=0, decUtil=0))
-            else:
-                out.append(_Obj(pid=pid, timeStamp=ts, smUtil=sm, memUtil=mem, encUtil=0, decUtil=0))
-        return out
-
-    def _nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
-        return list(self._dev(device).mig)
 
     # GPM
 

@@ -203,23 +203,30 @@ def _cli(*args):
                           timeout=60)
 
 
-def test_an_existing_file_is_refused_and_force_replaces_a_link_not_its_target(tmp_path):
+def test_an_existing_file_is_refused_unless_force_and_a_link_always(tmp_path):
+    """The output is created as every sattui output is (sattui/safefile.py)."""
     rec = str(FIXTURES / "replay_starved.jsonl")
+    out = tmp_path / "out.json"
+    out.write_text("old")
+    r = _cli("export", rec, "--perfetto", str(out))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--force" in r.stderr, r.stderr
+    assert out.read_text() == "old"
+    r = _cli("export", rec, "--perfetto", str(out), "--force")
+    assert r.returncode == 0, r.stderr
+    check_events(load_trace(str(out))["traceEvents"])
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    # a planted link is never written through, not even with --force; nor a dangling one
     victim = tmp_path / "victim"
     victim.write_text("keep me")
-    link = tmp_path / "out.json"
+    link = tmp_path / "link.json"
     link.symlink_to(victim)
-    r = _cli("export", rec, "--perfetto", str(link))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--force" in r.stderr, r.stderr
+    for extra in ([], ["--force"]):
+        r = _cli("export", rec, "--perfetto", str(link), *extra)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "symbolic link" in r.stderr, r.stderr
     assert victim.read_text() == "keep me" and link.is_symlink()
-    r = _cli("export", rec, "--perfetto", str(link), "--force")
-    assert r.returncode == 0, r.stderr
-    assert victim.read_text() == "keep me" and not link.is_symlink()
-    check_events(load_trace(str(link))["traceEvents"])
-    # a dangling link is refused too (O_EXCL never creates through it)
     dangling = tmp_path / "d.json"
     dangling.symlink_to(tmp_path / "nowhere")
-    with pytest.raises(SattuiError, match="--force"):
+    with pytest.raises(SattuiError, match="symbolic link"):
         export_perfetto(rec, str(dangling))
     assert not (tmp_path / "nowhere").exists()
 

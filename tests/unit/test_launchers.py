@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sattui.trainer.launchers import framework_loaded, printable, python_launcher, rank_of
+from sattui.trainer.launchers import framework_loaded, python_launcher, rank_of
 from sattui.trainer.procs import ProcessTree
 
 
@@ -36,12 +36,6 @@ def test_rank_from_the_launchers_variables():
     assert rank_of({"OMPI_COMM_WORLD_RANK": "1"}) == (1, "OMPI_COMM_WORLD_RANK")
     assert rank_of({"SLURM_PROCID": "x", "PMI_RANK": "2"}) == (2, "PMI_RANK")
     assert rank_of({}) == (None, None) and rank_of(None) == (None, None)
-
-
-def test_printable_escapes_control_characters():
-    assert printable("a\x1b[2Jb\x07\u009b") == "a\\x1b[2Jb\\x07\\x9b"
-    assert printable("ü ok 训练") == "ü ok 训练"
-    assert len(printable("x" * 500, 50)) == 50
 
 
 # A Python child that maps a file named like PyTorch's library (then waits), as `import

@@ -34,12 +34,16 @@ def test_roundtrip_and_mode_0600(tmp_path):
     assert r.warnings == []
 
 
-def test_existing_file_gets_mode_0600(tmp_path):
+def test_existing_file_is_refused_and_replaced_with_mode_0600_only_when_forced(tmp_path):
     p = tmp_path / "r.jsonl"
     p.write_text("old")
     os.chmod(p, 0o644)
-    RecordingWriter(str(p), _header()).close()
+    with pytest.raises(SattuiError, match="the file exists; pass --force to replace it"):
+        RecordingWriter(str(p), _header())
+    assert p.read_text() == "old"
+    RecordingWriter(str(p), _header(), force=True).close()
     assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    assert RecordingReader(str(p)).header["pid"] == 4242
 
 
 def test_each_write_is_flushed_so_a_reader_sees_it_before_close(tmp_path):
@@ -120,10 +124,17 @@ def test_missing_file_and_unwritable_output(tmp_path):
         RecordingWriter(str(tmp_path / "no" / "dir.jsonl"), _header())
 
 
-def test_write_failure_is_one_clear_error():
-    # /dev/full fails every write with ENOSPC, as a full disk does.
-    with pytest.raises(SattuiError, match="cannot write /dev/full: No space left on device"):
-        RecordingWriter("/dev/full", _header())
+def test_write_failure_is_one_clear_error(tmp_path):
+    # /dev/full fails every write with ENOSPC, as a full disk does. sattui never takes a
+    # device as its output (sattui/safefile.py), so the writer's file is swapped for it.
+    with pytest.raises(SattuiError, match="cannot write /dev/full: not a regular file"):
+        RecordingWriter("/dev/full", _header(), force=True)
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w._f.close()
+    w._f = open("/dev/full", "w", encoding="utf-8")
+    with pytest.raises(SattuiError, match=f"cannot write {p}: No space left on device"):
+        w.write(Event(1.0, "x", "y").to_record())
 
 
 def test_stacks_record_roundtrip_keeps_states_and_frames():

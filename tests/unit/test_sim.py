@@ -8,7 +8,7 @@ import math
 import pytest
 
 from sattui.vendors import sim
-from sattui.vendors.base import AUTO_ORDER, BACKEND_NAMES, open_backend
+from sattui.vendors.base import auto_order, backend_names, open_backend
 from sattui.vendors.sim import CardFile, SimBackend, busy_share, power_for, temp_step
 
 
@@ -97,7 +97,7 @@ def test_backend_samples_follow_the_card_file(tmp_path):
 
 
 def test_registered_but_never_auto(monkeypatch):
-    assert "sim" in BACKEND_NAMES and "sim" not in AUTO_ORDER
+    assert "sim" in backend_names() and "sim" not in auto_order()
     monkeypatch.delenv(sim.ENV_VAR, raising=False)
     backend, cards, skipped = open_backend("sim")
     try:

@@ -3,7 +3,8 @@ import time
 
 import pytest
 
-from sattui.vendors.base import BackendUnavailable, ToolError, open_backend, run_tool
+from sattui.vendors.base import BackendUnavailable, ToolError, open_backend
+from sattui.vendors.tool import run_tool
 
 
 def _script(tmp_path, name, body):
@@ -54,3 +55,35 @@ def test_auto_on_this_machine_names_why_each_backend_was_skipped(monkeypatch, tm
         assert all(": " in s for s in skipped)
     else:
         backend.close()
+
+
+def test_auto_order_and_backend_names_come_from_the_registered_classes(monkeypatch, tmp_path):
+    from sattui import cli
+    from sattui.vendors import base
+
+    # The order the README documents: NVML first, then the vendor tools, then Linux DRM.
+    assert base.auto_order() == ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren",
+                                 "intel", "drm")
+    assert base.backend_names() == ("auto", *base.auto_order(), "sim", "none")
+
+    class Acme(base.Backend):  # a new vendor: registering it is all it takes
+        name, vendor, auto_rank = "acme", "acme", 75
+
+        @classmethod
+        def probe(cls):
+            return base.Probe(cls.name, False, "acme-smi not found")
+
+        def discover(self):
+            return []
+
+        def sample(self):
+            return []
+
+    monkeypatch.setitem(base.REGISTRY, "acme", Acme)
+    assert base.auto_order().index("acme") == base.auto_order().index("mthreads") + 1  # 70 < 75 < 80
+    assert "acme" in base.backend_names()
+    assert cli._backend_name("acme") == "acme"
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tool answers: every probe runs, in auto's order
+    probes = {p.name: p for p in base.probe_all()}
+    assert list(probes) == list(base.auto_order())
+    assert probes["acme"].reason == "acme-smi not found"

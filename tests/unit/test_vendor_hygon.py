@@ -8,6 +8,7 @@ JSON (hy-smi is a fork of rocm-smi) with Hygon's key names, as the tests say.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -16,13 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sattui.vendors import hygon, rocm
-from sattui.vendors.base import BackendUnavailable, ParseError, ToolError
+from sattui.vendors.base import BackendUnavailable, ParseError, ToolError, open_backend
 from sattui.vendors.hygon import HygonBackend, parse_hy_smi_concise
 from sattui.vendors.rocm import parse_rocm_smi_json
 from tests.vendor_tools import calls, install_tool, isolate_path
 
 VENDORS = Path(__file__).resolve().parents[1] / "fixtures" / "vendors"
 CONCISE = VENDORS / "hygon" / "hy-smi_4x-K100-AI_dtk24.04.1_concise.txt"
+DTK_ROCM_SMI = VENDORS / "hygon" / "rocm-smi_4x-Z100_dtk23.10.1_concise.txt"
 MI100 = VENDORS / "amd" / "rocm-smi-json_4x-mi100_rocm6.0.2.json"
 
 # A test input, not a capture: hy-smi's --version answer.
@@ -104,8 +106,50 @@ def test_amd_rocm_smi_is_not_hygons(tmp_path, monkeypatch):
     p = HygonBackend.probe()
     assert not p.available
     assert p.reason.startswith("hy-smi not found")
+    assert p.reason.endswith("the rocm-smi on PATH is not Hygon's (it prints no DCU)")
     with pytest.raises(BackendUnavailable, match="hy-smi not found"):
         HygonBackend().discover()
+
+
+def test_dtk_rocm_smi_on_path_without_hy_smi(tmp_path, monkeypatch):
+    # A DTK install with no hy-smi: DTK's rocm-smi on PATH, in no folder named for DTK.
+    # It is told from AMD's by what it prints ("DCU  Temp  AvgPwr …").
+    tool = install_tool(tmp_path, monkeypatch, "rocm-smi", stdout_file=DTK_ROCM_SMI)
+    p = HygonBackend.probe()
+    assert (p.available, p.path) == (True, str(tool))
+    assert p.reason == "hy-smi not found; using DTK's rocm-smi"
+    b = HygonBackend(clock=lambda: 3.0)
+    cards = b.discover()
+    assert b.mode == "concise"  # every argv prints the table: its --json did not parse
+    assert [(c.card, c.vendor, c.power_limit_w) for c in cards] == [(i, "hygon", 280.0) for i in range(4)]
+    s = b.sample()
+    # Rows "0  30.0c  38.0W  0.0%  auto  280.0W  0%  0%" … "3  29.0c  39.0W …"
+    assert [(x.temp_c, x.power_w, x.util, x.mem_used) for x in s] == [
+        (30.0, 38.0, 0.0, None), (30.0, 41.0, 0.0, None), (29.0, 38.0, 0.0, None), (29.0, 39.0, 0.0, None)]
+    # The AMD backend leaves it alone, saying whose it is.
+    with pytest.raises(BackendUnavailable, match="is Hygon DTK's"):
+        rocm.RocmBackend().discover()
+
+
+def test_backend_hygon_and_auto_reach_dtk_rocm_smi_on_path(tmp_path, monkeypatch):
+    install_tool(tmp_path, monkeypatch, "rocm-smi", stdout_file=DTK_ROCM_SMI)
+    backend, cards, _ = open_backend("hygon")
+    assert backend is not None and backend.name == "hygon" and len(cards) == 4
+    backend.close()
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # a real NVIDIA driver here must not answer first
+    backend, cards, skipped = open_backend("auto")
+    assert backend is not None and backend.name == "hygon" and len(cards) == 4
+    assert any(s.startswith("rocm: rocm-smi at ") and "is Hygon DTK's" in s for s in skipped), skipped
+    backend.close()
+
+
+def test_a_rocm_smi_on_path_that_fails_says_so(tmp_path, monkeypatch):
+    install_tool(tmp_path, monkeypatch, "rocm-smi", stdout_text="", exit_code=1,
+                 stderr_text="ERROR: GPU[0]: Unable to open driver\n")
+    p = HygonBackend.probe()
+    assert not p.available
+    assert p.reason == ("hy-smi not found (nor DTK's rocm-smi in /opt/dtk, /opt/hyhal); the rocm-smi on PATH: "
+                        "rocm-smi exited 1: ERROR: GPU[0]: Unable to open driver")
 
 
 def test_hung_hy_smi(tmp_path, monkeypatch):

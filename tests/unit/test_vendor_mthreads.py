@@ -92,7 +92,7 @@ def test_probe(tmp_path, monkeypatch):
     p = MthreadsBackend.probe()
     assert (p.available, p.version, p.path) == (True, "2.4.1", str(tool))
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
-    monkeypatch.setattr("sattui.vendors._table.find_tool", lambda name, *a: None)
+    monkeypatch.setattr("sattui.vendors.cli_backend.find_tool", lambda name, *a: None)
     assert MthreadsBackend.probe().available is False
 
 

@@ -73,30 +73,18 @@ def test_two_cards_every_field_with_units_converted(monkeypatch, real_structs):
                  uuid="GPU-11111111-2222-3333-4444-555555555555", mem_total=85_899_345_920,
                  power_limit_w=400.0, sm_clock_max_mhz=1410.0, pcie_gen_max=4, pcie_width_max=16),
     ]
-    assert b.driver_version == "570.124.06"
-    assert b.gpm_supported == {0: True, 1: False}
-    assert b.mig_mode == {0: False, 1: False}
 
     clock.advance(0.5)
     fake.push_util_samples(0, [100, 90, 80])  # three samples since discovery: mean 90
-    fake.devices[0].proc_util = [(4242, int(clock.wall() * 1e6) - 1000, 95, 40)]
     s0, s1 = b.sample()
     assert s0 == h200_sample(clock.t, util=90.0)
-    assert s1 == a100_sample(clock.t)
-    # the sub-second samples, on our clock: 1/6 s apart, the newest at "now"
-    subs = b.last_util_samples[0]
-    assert [u for _, u in subs] == [100.0, 90.0, 80.0]
-    assert [t for t, _ in subs] == pytest.approx([clock.t - 2 / 6, clock.t - 1 / 6, clock.t], abs=1e-5)
-    assert b.last_util_samples[1] == []
-    assert b.energy_mj == {0: 123_456_789, 1: 987_654}
-    assert b.proc_util == {0: {"4242": (95.0, 40.0)}, 1: {}}
+    assert s1 == a100_sample(clock.t)  # no GPM on the A100: SM activity unknown, not 0
 
     # next tick: no new sub-samples, so the coarse GPU-Util; GPM over the new interval
     clock.advance(0.5)
     s0, s1 = b.sample()
     assert s0 == h200_sample(clock.t)
     assert s1 == a100_sample(clock.t)
-    assert b.last_util_samples[0] == []
     assert fake.gpm_short_intervals == 0
     # the H200 took its PCIe rates from GPM: only the A100 read the 20 ms counters
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4
@@ -117,11 +105,35 @@ def test_card_records_match_the_contract_shape(monkeypatch):
     b.close()
 
 
+def test_a_tick_asks_nvml_only_for_what_a_sample_holds(monkeypatch):
+    # Every call of a tick fills a CardSample field: nothing is read per card per tick
+    # that no one shows (energy counters, per-process utilization, MIG mode).
+    fake, b, clock = setup(monkeypatch)  # the H200 with GPM, the A100 without
+    b.discover()
+    before = dict(fake.calls)
+    clock.advance(0.5)
+    b.sample()
+    asked = {n: c - before.get(n, 0) for n, c in fake.calls.items() if c > before.get(n, 0)}
+    per_card = {  # field(s) it fills
+        "nvmlDeviceGetSamples": 2, "nvmlDeviceGetUtilizationRates": 2,  # util (no sub-samples yet)
+        "nvmlDeviceGetMemoryInfo": 2,  # mem_used, mem_total
+        "nvmlDeviceGetPowerUsage": 2, "nvmlDeviceGetEnforcedPowerLimit": 2,  # power_w, power_limit_w
+        "nvmlDeviceGetTemperatureV": 2,  # temp_c
+        "nvmlDeviceGetClockInfo": 2, "nvmlDeviceGetCurrentClocksEventReasons": 2,  # sm_clock_mhz, clock_reasons
+        "nvmlDeviceGetCurrPcieLinkGeneration": 2, "nvmlDeviceGetCurrPcieLinkWidth": 2,  # pcie_gen, pcie_width
+        "nvmlDeviceGetComputeRunningProcesses_v3": 2,  # procs
+        "nvmlDeviceGetPcieThroughput": 2,  # the A100's pcie_tx/rx_Bps (the H200's come from GPM)
+        "nvmlGpmSampleGet": 1, "nvmlGpmMetricsGet": 1,  # the H200's sm_active, … dram_active, PCIe rates
+    }
+    assert asked == per_card
+    b.close()
+
+
 def test_bytes_from_an_old_binding_are_decoded(monkeypatch):
     fake, b, _ = setup(monkeypatch, [h200(name=b"NVIDIA H200", uuid=b"GPU-abc")])
     fake.driver_version = b"535.104.05"
     (card,) = b.discover()
-    assert (card.name, card.uuid, b.driver_version) == ("NVIDIA H200", "GPU-abc", "535.104.05")
+    assert (card.name, card.uuid, NvmlBackend.probe().version) == ("NVIDIA H200", "GPU-abc", "535.104.05")
     b.close()
 
 
@@ -132,8 +144,7 @@ def test_samples_from_before_discovery_are_not_counted(monkeypatch):
     clock.advance(0.5)
     fake.push_util_samples(0, [60, 80])
     s0 = b.sample()[0]
-    assert s0.util == 70.0
-    assert [u for _, u in b.last_util_samples[0]] == [60.0, 80.0]
+    assert s0.util == 70.0  # the mean of 60 and 80: the idle history is not in it
     b.close()
 
 
@@ -149,8 +160,6 @@ def test_sub_samples_on_another_clock_still_work_after_the_first_tick(monkeypatc
     clock.advance(0.5)
     s0 = b.sample()[0]
     assert s0.util == 50.0
-    subs = b.last_util_samples[0]
-    assert subs[-1][0] == pytest.approx(clock.t) and subs[0][0] == pytest.approx(clock.t - 1 / 6, abs=1e-5)
     b.close()
 
 
@@ -160,8 +169,7 @@ def test_not_supported_fields_are_none_not_zero_and_not_retried(monkeypatch):
     fake, b, clock = setup(monkeypatch)
     for name in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature",
                  "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetCurrentClocksEventReasons",
-                 "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetTotalEnergyConsumption",
-                 "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetSamples", "nvmlDeviceGetCurrPcieLinkGeneration"):
+                 "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetSamples", "nvmlDeviceGetCurrPcieLinkGeneration"):
         fake.fail(name, fk.NVMLError_NotSupported, card=1)
     b.discover()
     for _ in range(3):
@@ -170,7 +178,6 @@ def test_not_supported_fields_are_none_not_zero_and_not_retried(monkeypatch):
         assert s0 == h200_sample(clock.t)
         assert s1 == a100_sample(clock.t, power_w=None, temp_c=None, pcie_rx_Bps=None, pcie_tx_Bps=None,
                                  clock_reasons=None, util=None, pcie_gen=None)
-        assert b.energy_mj[1] is None
     # the A100 was asked once; the H200 every tick
     assert fake.calls["nvmlDeviceGetPowerUsage"] == 3 + 1
     assert fake.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
@@ -330,7 +337,7 @@ def test_old_library_without_gpm_functions(monkeypatch):
     fake, b, clock = setup(monkeypatch, [h200()])
     fake.remove("nvmlGpmQueryDeviceSupport")
     b.discover()
-    assert b.gpm_supported == {0: None}
+    assert fake.gpm_allocated == {}
     clock.advance(0.5)
     (s,) = b.sample()
     assert s.sm_active is None and s.pcie_tx_Bps == 97_656 * KIB  # the legacy counter instead
@@ -384,17 +391,6 @@ def test_gpm_snapshot_not_supported_is_remembered(monkeypatch):
     assert fake.calls["nvmlGpmSampleGet"] == 2  # at discovery, then once NotSupported
     b.close()
     assert fake.gpm_allocated == {}
-
-
-# -- MIG ------------------------------------------------------------------------------
-
-def test_mig_mode_is_noted_per_card(monkeypatch):
-    fake, b, _ = setup(monkeypatch, [h200(), a100(mig=(1, 1)), a100(mig=(0, 1))])
-    fake.fail("nvmlDeviceGetMigMode", fk.NVMLError_NotSupported, card=0)
-    cards = b.discover()
-    assert b.mig_mode == {0: None, 1: True, 2: False}  # current mode, not the pending one
-    assert [c.name for c in cards] == ["NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"]
-    b.close()
 
 
 # -- availability ---------------------------------------------------------------------
@@ -537,10 +533,10 @@ def test_the_backends_fallback_codes_and_ids_match_real_pynvml(real_pynvml):
         r.NVML_ERROR_GPU_IS_LOST, r.NVML_ERROR_LIBRARY_NOT_FOUND, r.NVML_ERROR_DRIVER_NOT_LOADED,
         r.NVML_ERROR_NO_PERMISSION, r.NVML_ERROR_LIB_RM_VERSION_MISMATCH, r.NVML_SUCCESS)
     assert (nvml._NVML_CLOCK_SM, nvml._NVML_TEMPERATURE_GPU, nvml._NVML_PCIE_UTIL_TX_BYTES,
-            nvml._NVML_PCIE_UTIL_RX_BYTES, nvml._NVML_GPU_UTILIZATION_SAMPLES, nvml._NVML_DEVICE_MIG_ENABLE,
+            nvml._NVML_PCIE_UTIL_RX_BYTES, nvml._NVML_GPU_UTILIZATION_SAMPLES,
             nvml._NVML_GPM_METRICS_GET_VERSION) == (
         r.NVML_CLOCK_SM, r.NVML_TEMPERATURE_GPU, r.NVML_PCIE_UTIL_TX_BYTES, r.NVML_PCIE_UTIL_RX_BYTES,
-        r.NVML_GPU_UTILIZATION_SAMPLES, r.NVML_DEVICE_MIG_ENABLE, r.NVML_GPM_METRICS_GET_VERSION)
+        r.NVML_GPU_UTILIZATION_SAMPLES, r.NVML_GPM_METRICS_GET_VERSION)
     for _, const, default in nvml._GPM_METRICS:
         assert getattr(r, const) == default, const
     for code, member in nvml._VALUE_FIELDS.items():
@@ -569,7 +565,6 @@ def test_fake_results_have_the_fields_of_real_structures(real_pynvml):
         r.c_nvmlMemory_t: {"total", "free", "used"},
         r.c_nvmlSample_t: {"timeStamp", "sampleValue"},
         r.c_nvmlProcessInfo_v2_t: {"pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId"},
-        r.c_nvmlProcessUtilizationSample_t: {"pid", "timeStamp", "smUtil", "memUtil"},
         r.c_nvmlGpmSupport_t: {"version", "isSupportedDevice"},
         r.c_nvmlGpmMetricsGet_t: {"version", "numMetrics", "sample1", "sample2", "metrics"},
         r.c_nvmlGpmMetric_t: {"metricId", "nvmlReturn", "value"},
@@ -577,7 +572,7 @@ def test_fake_results_have_the_fields_of_real_structures(real_pynvml):
     for struct, names in fields.items():
         assert names <= {f[0] for f in struct._fields_}, struct.__name__
     clock = FakeClock()
-    fake = make_fake([h200(proc_util=[(1, 2**60, 3, 4)], util_samples=[(2**60, 5)])], clock)
+    fake = make_fake([h200(util_samples=[(2**60, 5)])], clock)
     fake.nvmlInit()
     h = fake.nvmlDeviceGetHandleByIndex(0)
     objs = {
@@ -586,7 +581,6 @@ def test_fake_results_have_the_fields_of_real_structures(real_pynvml):
         r.c_nvmlMemory_t: fake.nvmlDeviceGetMemoryInfo(h),
         r.c_nvmlSample_t: fake.nvmlDeviceGetSamples(h, fake.NVML_GPU_UTILIZATION_SAMPLES, 0)[1][0],
         r.c_nvmlProcessInfo_v2_t: fake.nvmlDeviceGetComputeRunningProcesses_v3(h)[0],
-        r.c_nvmlProcessUtilizationSample_t: fake.nvmlDeviceGetProcessUtilization(h, 0)[0],
         r.c_nvmlGpmSupport_t: fake.nvmlGpmQueryDeviceSupport(h),
         r.c_nvmlGpmMetricsGet_t: fake.c_nvmlGpmMetricsGet_t(),
         r.c_nvmlGpmMetric_t: fake.c_nvmlGpmMetricsGet_t().metrics[0],

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sattui.vendors import _parse, rocm
+from sattui.vendors import rocm, tool, values
 from sattui.vendors.base import BackendUnavailable, ParseError, ToolError
 from sattui.vendors.rocm import (
     ROCM_SMI_DISCOVER_ARGS,
@@ -397,40 +397,40 @@ def test_default_view_line_drops(text, data):
     _only_parse_errors(parse_amd_smi_default, "\n".join(ln for i, ln in enumerate(lines) if i not in drop))
 
 
-# -- the shared number/unit helpers (sattui/vendors/_parse.py) ------------------------------
+# -- the shared number/unit helpers (sattui/vendors/values.py, tool.py) ------------------
 
 def test_number_helpers():
-    assert _parse.expect_unit("65.0W", ("W",), "power") == 65.0
-    assert _parse.expect_unit("49.0C", ("C",), "temp") == 49.0
-    assert _parse.expect_unit("79 °C", ("C",), "temp") == 79.0
-    assert _parse.pct("37 %") == 37.0 and _parse.pct("100.4") == 100.0 and _parse.pct("250%") is None
+    assert values.expect_unit("65.0W", ("W",), "power") == 65.0
+    assert values.expect_unit("49.0C", ("C",), "temp") == 49.0
+    assert values.expect_unit("79 °C", ("C",), "temp") == 79.0
+    assert values.pct("37 %") == 37.0 and values.pct("100.4") == 100.0 and values.pct("250%") is None
     for na in ("N/A", "-", "", "  ", None, "Not Supported"):
-        assert _parse.num(na) is None and _parse.pct(na) is None and _parse.to_bytes(na) is None
-    assert _parse.to_bytes("1024MiB") == 1024 * MiB
-    assert _parse.to_bytes("2068 KiB") == 2068 * 1024
-    assert _parse.to_bytes("5.9 MB") == round(5.9 * MiB)  # binary by default (amd-smi)
-    assert _parse.to_bytes("5 MB", binary=False) == 5_000_000
-    assert _parse.to_bytes("34342961152") == 34342961152
-    assert _parse.amd_value({"value": 103, "unit": "W"}, "p") == (103.0, "W")
-    assert _parse.amd_value("N/A", "p") == (None, "")
-    assert _parse.extract_json('noise {"a": 1} tail') == {"a": 1}
-    assert _parse.version_from(AMD_SMI_VERSION) == "26.2.1+fc0010cf6a"
-    assert _parse.version_from("hy-smi version: 1.8.0") == "1.8.0"
+        assert values.num(na) is None and values.pct(na) is None and values.to_bytes(na) is None
+    assert values.to_bytes("1024MiB") == 1024 * MiB
+    assert values.to_bytes("2068 KiB") == 2068 * 1024
+    assert values.to_bytes("5.9 MB") == round(5.9 * MiB)  # binary by default (amd-smi)
+    assert values.to_bytes("5 MB", binary=False) == 5_000_000
+    assert values.to_bytes("34342961152") == 34342961152
+    assert rocm.amd_value({"value": 103, "unit": "W"}, "p") == (103.0, "W")
+    assert rocm.amd_value("N/A", "p") == (None, "")
+    assert values.extract_json('noise {"a": 1} tail') == {"a": 1}
+    assert tool.version_from(AMD_SMI_VERSION) == "26.2.1+fc0010cf6a"
+    assert tool.version_from("hy-smi version: 1.8.0") == "1.8.0"
     for bad in ("lots", "12abc", "1e999"):  # a word, a stray unit, an infinity
         with pytest.raises(ParseError):
-            _parse.num(bad)
+            values.num(bad)
     with pytest.raises(ParseError, match="unexpected unit"):
-        _parse.expect_unit("12 furlongs", ("W",), "x")
+        values.expect_unit("12 furlongs", ("W",), "x")
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from([_parse.num, _parse.num_unit, _parse.pct, _parse.to_bytes, _parse.extract_json,
-                        lambda v: _parse.amd_value(v, "x"), lambda v: _parse.expect_unit(v, ("W",), "x")]),
+@given(st.sampled_from([values.num, values.num_unit, values.pct, values.to_bytes, values.extract_json,
+                        lambda v: rocm.amd_value(v, "x"), lambda v: values.expect_unit(v, ("W",), "x")]),
        st.text(max_size=40) | json_values)
 def test_number_helpers_only_raise_parse_errors(fn, value):
     try:
         fn(value)
     except ParseError as e:
         assert "\n" not in str(e)
-    assert _parse.version_from(str(value)) is None or isinstance(_parse.version_from(str(value)), str)
-    assert isinstance(_parse.is_na(value), bool) and isinstance(_parse.is_index(value), bool)
+    assert tool.version_from(str(value)) is None or isinstance(tool.version_from(str(value)), str)
+    assert isinstance(values.is_na(value), bool) and isinstance(values.is_index(value), bool)

@@ -1,47 +1,21 @@
-"""The box-table reader the text-table backends share (cambricon, ascend, kunlun,
-mthreads, biren): nvidia-smi-like boxes whose cells are matched to their header by
-name, not column number, so a column moving or a new one appearing does not shift
-every value by one. Plus the tool wrapper that names the tool and its version in
-every error, the probe/discover/sample base class over one listing call, and
-``parse_box_listing``: a whole listing (card table, process table) into readings,
-given a ``BoxLayout`` that says which columns the tool names how.
+"""The box-table reader: nvidia-smi-like listings that several vendor tools print.
+
+cnmon, npu-smi, Kunlunxin's xpu-smi, mthreads-gmi and (a guess) brsmi all imitate
+nvidia-smi's boxes. Their cells are matched to their header by *name*, not column
+number, so a column moving or a new one appearing does not shift every value by one.
+``parse_box_listing`` reads a whole listing (card table, then process table) into
+readings, given a ``BoxLayout`` that says which columns the tool names how.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
 
-from sattui.model import CardInfo, CardSample
-from sattui.vendors._parse import (
-    CardReading,
-    Presence,
-    expect_unit,
-    guarded,
-    is_na,
-    layout_error,
-    one_line,
-    pct,
-    to_bytes,
-    version_probe,
-)
-from sattui.vendors.base import (
-    DEFAULT_TOOL_TIMEOUT_S,
-    Backend,
-    BackendError,
-    BackendUnavailable,
-    ParseError,
-    Probe,
-    find_tool,
-    run_tool,
-)
-
-# =====================================================================================
-# Shared: reading nvidia-smi-like text tables
-# =====================================================================================
+from sattui.vendors.reading import CardReading, add_proc
+from sattui.vendors.tool import first_line
+from sattui.vendors.values import is_na, layout_error, mem_pair, one_line, pct, temp_c, to_bytes, to_index, watts
 
 # A rule line: "+----+----+", "|====|====|", "-------": only these characters, and at
 # least three dashes/equals in a row, so a row of "-" values is not taken for a rule.
@@ -92,7 +66,7 @@ def _values(cell: str, words: bool, pairs: bool = True) -> list[tuple[str, int, 
     without ``pairs`` a lone "/" is a value of its own (cnmon's VF column)."""
     if not pairs:
         return [(m.group(), m.start(), m.end()) for m in _LABEL_RE.finditer(cell)]
-    out = []
+    out: list[tuple[str, int, int]] = []
     for m in _VALUE_RE.finditer(cell):
         if words and m.group("pair") is None and " " in m.group():
             out.extend((w.group(), m.start() + w.start(), m.start() + w.end()) for w in re.finditer(r"\S+", m.group()))
@@ -151,7 +125,20 @@ class TextTable:
     header: list[str]
     records: list[dict[str, str]]
     end: int  # index of the first line after the table
-    notes: list[str] = field(default_factory=list)  # "No running processes found …" rows
+
+
+def find_header(lines: Sequence[str], start: int, is_header: Callable[[set[str]], bool]) -> int | None:
+    """The index of the first line at or after ``start`` whose labels satisfy ``is_header``."""
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if not ln.strip() or is_rule(ln):
+            continue
+        cells = split_cells(ln, ln.lstrip().startswith("|"))
+        if cells is None:
+            continue
+        if is_header({norm_label(lab) for c in cells for lab, _, _ in _labels(c)}):
+            return i
+    return None
 
 
 def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]], bool], *,
@@ -166,19 +153,8 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
     no header is found; a ``ParseError`` if the table is cut or its rows do not match
     the header (never a half-read record).
     """
-    h0 = -1
-    for i in range(start, len(lines)):
-        ln = lines[i]
-        if not ln.strip() or is_rule(ln):
-            continue
-        cells = split_cells(ln, ln.lstrip().startswith("|"))
-        if cells is None:
-            continue
-        labels = {norm_label(lab) for c in cells for lab, _, _ in _labels(c)}
-        if is_header(labels):
-            h0 = i
-            break
-    if h0 < 0:
+    h0 = find_header(lines, start, is_header)
+    if h0 is None:
         return None
     boxed = lines[h0].lstrip().startswith("|")
     j = h0
@@ -189,7 +165,6 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
     header = list(lines[h0:j])
     per = rows_per_record or len(header)
     records: list[dict[str, str]] = []
-    notes: list[str] = []
     group: list[str] = []
     i = j
     while i < len(lines):
@@ -205,8 +180,7 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
             break
         if not group and stop is not None and stop(ln):
             break
-        if not group and _NO_PROCS_RE.search(ln):
-            notes.append(ln.strip(" |\t"))
+        if not group and _NO_PROCS_RE.search(ln):  # "No running processes found": no record
             i += 1
             continue
         group.append(ln)
@@ -223,7 +197,7 @@ def read_table(lines: Sequence[str], start: int, is_header: Callable[[set[str]],
         i += 1
     if group:
         raise layout_error(f"{what}: output ends inside a record ({one_line(group[-1].strip())})")
-    return TextTable(header, records, i, notes)
+    return TextTable(header, records, i)
 
 
 def find_key(rec: dict[str, str], *names: str, contains: Sequence[str] = ()) -> str | None:
@@ -237,15 +211,6 @@ def find_key(rec: dict[str, str], *names: str, contains: Sequence[str] = ()) -> 
                 return k
     return None
 
-
-_INT_RE = re.compile(r"\d{1,9}")
-
-
-def to_index(value: str | None, what: str) -> int:
-    """A card/process number; anything else is a layout we do not know."""
-    if value is None or not _INT_RE.fullmatch(value.strip()):
-        raise layout_error(f"{what}: {one_line(value or '')} is not a number")
-    return int(value.strip())
 
 
 def split_pair(value: str | None, what: str) -> tuple[str | None, str | None]:
@@ -268,198 +233,8 @@ def split_paren(value: str | None, what: str) -> tuple[str | None, str | None]:
     return m.group(1), m.group(2)
 
 
-def mem_pair(used: str | None, total: str | None, what: str, unit: str = "MiB") -> tuple[int | None, int | None]:
-    """Bytes of a used/total pair. A total of 0 means the tool has no such memory: unknown."""
-    u = to_bytes(used, unit, what=f"{what} used")
-    t = to_bytes(total, unit, what=f"{what} total")
-    if not t:
-        return None, None
-    return u, t
 
-
-def temp_c(value: str | None, what: str) -> float | None:
-    """°C; a reading no sensor gives (a sentinel like 65535, below absolute zero) is unknown."""
-    x = expect_unit(value, ("C",), what)
-    if x is None or not (-60.0 <= x <= 250.0):
-        return None
-    return x
-
-
-def watts(value: str | None, what: str) -> float | None:
-    x = expect_unit(value, ("W",), what)
-    if x is None or x < 0:
-        return None
-    return x
-
-
-def first_line(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
-def search_version(text: str, *patterns: str) -> str | None:
-    """The first capture of the first pattern that matches the top of ``text``."""
-    head = "\n".join(text.splitlines()[:40])
-    for p in patterns:
-        m = re.search(p, head)
-        if m:
-            return m.group(1)[:40]
-    return None
-
-
-class CliTool:
-    """One vendor tool: run by argument list with a timeout; parse failures become one
-    ``ParseError`` line naming the tool and its version.
-
-    The version comes from the output's own header when it has one (the most accurate
-    for the text that failed), else from what an earlier good output said, else from
-    asking the tool (``version_args``, once, only when an error needs it).
-    """
-
-    def __init__(self, name: str, path: str, timeout_s: float = DEFAULT_TOOL_TIMEOUT_S, *,
-                 version_args: Sequence[str] = ("--version",),
-                 header_version: Callable[[str], str | None] | None = None) -> None:
-        self.name = name
-        self.path = path
-        self.timeout_s = timeout_s
-        self.version_args = tuple(version_args)
-        self.header_version = header_version
-        self.known_version: str | None = None
-        self._asked: str | None = None
-        self._did_ask = False
-
-    def run(self, *args: str) -> str:
-        return run_tool([self.path, *args], timeout_s=self.timeout_s).stdout
-
-    def _from_header(self, text: str) -> str | None:
-        if self.header_version is None:
-            return None
-        try:
-            return self.header_version(text)
-        except Exception:  # a version is a nicety; it must not hide the real error
-            return None
-
-    def version(self, text: str = "") -> str | None:
-        v = self._from_header(text) or self.known_version
-        if v:
-            return v
-        if not self._did_ask:
-            self._did_ask = True
-            self._asked = version_probe(self.path, timeout_s=min(self.timeout_s, 3.0), args=self.version_args)
-        return self._asked
-
-    def parse(self, fn: Callable[..., Any], text: str, args: Sequence[str] = (), *extra: Any) -> Any:
-        """``fn(text)``; a failure reads "npu-smi 25.5.1 [info -t usages -i 0]: <why>"."""
-        try:
-            out = guarded(fn, text, *extra)
-        except ParseError as e:
-            cmd = f" [{' '.join(args)}]" if args else ""
-            raise ParseError(f"{self.name} {self.version(text) or '(version unknown)'}{cmd}: {e}") from None
-        self.known_version = self._from_header(text) or self.known_version
-        return out
-
-    def run_parse(self, args: Sequence[str], fn: Callable[..., Any], *extra: Any) -> Any:
-        text = self.run(*args)
-        return self.parse(fn, text, args, *extra)
-
-
-class TableToolBackend(Backend):
-    """A backend that runs one listing command and parses it into ``CardReading``s.
-
-    Subclasses set the tool names, the listing arguments, the version header pattern
-    and ``parse``; ascend, with its extra per-card calls, overrides ``sample``.
-    """
-
-    tools: ClassVar[tuple[str, ...]]
-    list_args: ClassVar[tuple[str, ...]] = ()
-    version_args: ClassVar[tuple[str, ...]] = ("--version",)
-    probe_note: ClassVar[str | None] = None
-    default_timeout_s: ClassVar[float] = DEFAULT_TOOL_TIMEOUT_S
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, timeout_s: float | None = None) -> None:
-        super().__init__(clock)
-        self.timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
-        self.tool: CliTool | None = None
-        self.cards: dict[int, CardInfo] = {}
-        self._presence = Presence(self.name, clock)
-
-    # -- what subclasses provide --------------------------------------------------
-    @staticmethod
-    def parse(text: str) -> dict[int, CardReading]:
-        raise NotImplementedError
-
-    @staticmethod
-    def header_version(text: str) -> str | None:
-        return None
-
-    # -- common machinery ----------------------------------------------------------
-    @classmethod
-    def locate(cls) -> str | None:
-        for t in cls.tools:
-            p = find_tool(t)
-            if p:
-                return p
-        return None
-
-    @classmethod
-    def probe(cls) -> Probe:
-        def why(reason: str) -> str:
-            return f"{reason}; {cls.probe_note}" if cls.probe_note else reason
-
-        try:
-            path = cls.locate()
-            if path is None:
-                return Probe(cls.name, False, why(f"{cls.tools[0]} not found"), verified=cls.verified)
-            # The listing itself: its header names the version, and a tool that hangs
-            # or fails here would fail discovery too.
-            try:
-                run = run_tool([path, *cls.list_args], timeout_s=cls.default_timeout_s)
-            except BackendError as e:
-                return Probe(cls.name, False, why(str(e)), None, path, verified=cls.verified)
-            return Probe(cls.name, True, cls.probe_note, cls.header_version(run.stdout), path, verified=cls.verified)
-        except Exception as e:  # a probe must never take doctor down
-            return Probe(cls.name, False, why(f"probe failed: {type(e).__name__}: {e}"), verified=cls.verified)
-
-    def _tool(self) -> CliTool:
-        if self.tool is None:
-            path = self.locate()
-            if path is None:
-                raise BackendUnavailable(f"{self.tools[0]} not found")
-            self.tool = CliTool(self.tools[0], path, self.timeout_s, version_args=self.version_args,
-                                header_version=self.header_version)
-        return self.tool
-
-    def read(self) -> dict[int, CardReading]:
-        return self._tool().run_parse(self.list_args, type(self).parse)
-
-    def discover(self) -> list[CardInfo]:
-        readings = self.read()
-        self.cards = {i: readings[i].to_info(i, self.vendor) for i in sorted(readings)}
-        self._presence.set_known(self.cards)
-        return list(self.cards.values())
-
-    def sample(self) -> list[CardSample]:
-        if not self.cards:
-            self.discover()
-        readings = self.read()
-        t = self.clock()
-        out = [r.to_sample(t, i, self.cards[i]) for i, r in sorted(readings.items()) if i in self.cards]
-        self.events.extend(self._presence.update(i for i in readings if i in self.cards))
-        return out
-
-
-def add_proc(procs: dict[str, int | None], pid: int, mem: int | None) -> None:
-    """Add a process row; a pid listed twice on one card (several contexts) sums."""
-    key = str(pid)
-    if key in procs and procs[key] is not None and mem is not None:
-        procs[key] = procs[key] + mem  # type: ignore[operator]
-    elif key not in procs or procs[key] is None:
-        procs[key] = mem
-
-
-# =====================================================================================
-# Shared: one whole listing (card table, then process table) into readings
-# =====================================================================================
-
+# -- one whole listing (card table, then process table) into readings ---------------------
 
 @dataclass(frozen=True)
 class Column:
@@ -514,6 +289,9 @@ class BoxLayout:
     power: Column | None = NVSMI_POWER
     memory: Column | None = NVSMI_MEMORY
     read_more: ReadMore | None = None
+    # A process row with a blank card cell belongs to the card of the row above
+    # (Kunlunxin's 4.x drivers print the DevID once per card).
+    process_card_carries: bool = False
 
 
 def read_card_table(text: str, is_header: Callable[[set[str]], bool], *, what: str, missing: str,
@@ -583,6 +361,14 @@ def parse_box_listing(text: str, layout: BoxLayout) -> dict[int, CardReading]:
     for rec in table.records:
         r = reading_from_record(rec, layout)
         out[r.index] = r
-    attach_processes(lines, table.end, out.values(),
-                     lambda rec: out.get(to_index(*layout.process_card.read(rec))))
+    above: list[CardReading | None] = []  # the card of the last process row, once there is one
+
+    def owner(rec: dict[str, str]) -> CardReading | None:
+        cell, what = layout.process_card.read(rec)
+        if cell is None and layout.process_card_carries and above:
+            return above[0]
+        above[:] = [out.get(to_index(cell, what))]
+        return above[0]
+
+    attach_processes(lines, table.end, out.values(), owner)
     return out

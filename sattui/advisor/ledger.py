@@ -1,0 +1,466 @@
+"""Where the time went: a ledger per rank and per card, from evidence at the same moments.
+
+Every second of each rank's main thread is in exactly one state (the classifier says
+which, sattui/trainer/classifier.py); every second of each card is busy or not. The
+ledger accounts for each of those seconds, one-second bin by bin:
+
+* a rank's seconds in a state that is not its own training work are **lost**, and each
+  lost second is given a **cause** from what the rest of the tree did in that same bin:
+
+  - ``data_wait``: the rank's DataLoader workers in that bin decide. A worker running
+    on a CPU is CPU-bound (``too_few_workers`` when cores are free, else
+    ``worker_cpu_bound``); one in ``D`` or reading is I/O-bound (``worker_io_bound``); one
+    runnable but waiting for a CPU (run delay from ``/proc/PID/schedstat``, or the
+    cgroup throttled) is ``cpu_contention``; one still starting, or no live worker at
+    all where the rank had some, is ``worker_respawn``. Workers asleep while the main
+    thread waits for a batch are waiting on their data source (``worker_io_bound``,
+    latency). Without any worker figures the wait stays ``input_bound`` (cause not
+    narrowed down) — never a guess from a missing signal;
+  - ``data_inline`` is ``main_process_loading``; ``checkpoint``, ``eval``, ``logging``
+    are a ``periodic_stall`` (the phase is kept); ``collective`` in a multi-rank job, and
+    ``backward`` with the main thread's own CPU low in a CPU job (DDP's gradient
+    all-reduce waits inside ``backward()``), are waiting for another rank
+    (``straggler``); ``sync``/``h2d_copy`` are ``host_sync_stall``; ``idle`` is
+    ``idle`` (no rule names it: the rank sleeps or waits on something unknown);
+  - the main thread's own run delay turns that share of its compute seconds into
+    ``cpu_contention`` (the step was slowed by other processes on its cores).
+
+* a card's not-busy seconds (``1 − util/100`` of each bin) are split by the state of the
+  rank using that card in that bin (``by_state``), and by the same causes; idle while
+  the rank computes is ``host_overhead_bound`` (launch or host overhead); no stacks is
+  ``unknown``.
+
+A job's figure for a cause is the share of the job's wall time it took: over the job's
+cards in a GPU job (a cause on one card of eight counts an eighth), over its ranks in a
+CPU job. Those shares compare across causes, and the verdict is the largest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sattui.advisor.window import Window, bisect_t
+from sattui.model import ProcSample
+from sattui.states import State
+
+BIN_S = 1.0
+# A worker this young is still starting (spawn imports, worker_init_fn): the rank waits
+# for a worker that does not run yet.
+WORKER_START_S = 3.0
+# A worker (or the main thread) waiting this share of a bin for a CPU is contended.
+CONTENDED_RUN_DELAY = 0.25
+# A worker using this much of a core is computing.
+WORKER_BUSY_CORES = 0.6
+WORKER_READING_BPS = 1e6
+# The main thread's own CPU below this in a bin of ``backward`` means it waits (CPU job).
+WAITING_MAIN_CORES = 0.3
+
+COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
+PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
+
+# Causes of lost time (rule ids of CONTRACT.md, plus "idle" and "unknown").
+DATA_CAUSES = ("worker_cpu_bound", "too_few_workers", "worker_io_bound", "worker_respawn", "cpu_contention",
+               "input_bound")
+IDLE = "idle"
+UNKNOWN = "unknown"
+NOT_LOST = "compute"
+
+
+def _add(d: dict[str, float], k: str, v: float) -> None:
+    if v > 0:
+        d[k] = d.get(k, 0.0) + v
+
+
+def _merge(into: dict[str, float], other: dict[str, float]) -> None:
+    for k, v in other.items():
+        _add(into, k, v)
+
+
+@dataclass
+class RankLedger:
+    """One rank's main thread: its seconds by state, and the lost ones by cause."""
+
+    pid: int
+    rank: int | None
+    wall_s: float = 0.0                      # sampled seconds, startup left out
+    states_s: dict[str, float] = field(default_factory=dict)
+    causes_s: dict[str, float] = field(default_factory=dict)
+    # cause -> what it was made of: the phases of a periodic stall, worker classes …
+    detail: dict[str, dict[str, float]] = field(default_factory=dict)
+    steps: int = 0
+
+    @property
+    def lost_s(self) -> float:
+        return sum(self.causes_s.values())
+
+    def share(self, cause: str) -> float:
+        return self.causes_s.get(cause, 0.0) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def state_shares(self) -> dict[str, float]:
+        return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
+
+    def merge(self, o: RankLedger) -> None:
+        self.wall_s += o.wall_s
+        self.steps += o.steps
+        _merge(self.states_s, o.states_s)
+        _merge(self.causes_s, o.causes_s)
+        for c, d in o.detail.items():
+            _merge(self.detail.setdefault(c, {}), d)
+
+
+@dataclass
+class Dip:
+    """A stretch of a card's not-busy time, with the cause the ledger gives it."""
+
+    card: int
+    t0: float
+    t1: float
+    util_min: float
+    cause: str
+    state: str | None
+    detail: str = ""
+
+    @property
+    def length_s(self) -> float:
+        return self.t1 - self.t0
+
+
+@dataclass
+class CardLedger:
+    card: int
+    pid: int | None = None                   # the trainer process using it
+    rank: int | None = None
+    wall_s: float = 0.0                      # seconds covered by utilization samples
+    idle_s: float = 0.0
+    by_state_s: dict[str, float] = field(default_factory=dict)
+    by_cause_s: dict[str, float] = field(default_factory=dict)
+
+    def merge(self, o: CardLedger) -> None:
+        self.wall_s += o.wall_s
+        self.idle_s += o.idle_s
+        self.pid = o.pid if o.pid is not None else self.pid
+        self.rank = o.rank if o.rank is not None else self.rank
+        _merge(self.by_state_s, o.by_state_s)
+        _merge(self.by_cause_s, o.by_cause_s)
+
+    @property
+    def idle_share(self) -> float | None:
+        return self.idle_s / self.wall_s if self.wall_s > 0 else None
+
+
+@dataclass
+class JobLedger:
+    ranks: dict[int, RankLedger] = field(default_factory=dict)
+    cards: dict[int, CardLedger] = field(default_factory=dict)
+    gpu_job: bool = False
+
+    def merge(self, o: JobLedger) -> None:
+        self.gpu_job = self.gpu_job or o.gpu_job
+        for pid, r in o.ranks.items():
+            if pid in self.ranks:
+                self.ranks[pid].merge(r)
+            else:
+                self.ranks[pid] = RankLedger(r.pid, r.rank)
+                self.ranks[pid].merge(r)
+        for c, cl in o.cards.items():
+            if c in self.cards:
+                self.cards[c].merge(cl)
+            else:
+                self.cards[c] = CardLedger(c)
+                self.cards[c].merge(cl)
+
+    def cause_shares(self) -> dict[str, float]:
+        """Each cause's share of the job's wall time: over the job's cards when the job
+        runs on cards (their not-busy time), else over its ranks (their lost time)."""
+        out: dict[str, float] = {}
+        if self.gpu_job and any(c.wall_s > 0 for c in self.cards.values()):
+            wall = sum(c.wall_s for c in self.cards.values())
+            for c in self.cards.values():
+                for k, v in c.by_cause_s.items():
+                    out[k] = out.get(k, 0.0) + v / wall
+            return out
+        ranks = [r for r in self.ranks.values() if r.wall_s > 0]
+        for r in ranks:
+            for k, v in r.causes_s.items():
+                out[k] = out.get(k, 0.0) + v / r.wall_s / len(ranks)
+        return out
+
+    def lost_share(self) -> float:
+        return sum(v for k, v in self.cause_shares().items())
+
+
+# -- one window ------------------------------------------------------------------------
+
+
+def _sample_for_bin(samples: Sequence[ProcSample], b: int, interval: float) -> ProcSample | None:
+    """The process sample that describes bin ``[b, b+1)``: its figures are deltas over
+    the interval before its ``t``, so the first one at or after the bin's middle."""
+    i = bisect_t(samples, b + 0.5 * BIN_S)
+    if i < len(samples) and samples[i].t <= b + BIN_S + interval:
+        return samples[i]
+    return None
+
+
+@dataclass
+class _WorkerView:
+    """One worker in one bin, classified."""
+
+    pid: int
+    kind: str   # cpu, io, contended, starting, waiting
+    cpu: float | None
+
+
+def classify_worker(s: ProcSample, age_s: float | None) -> str:
+    """What one worker does in one bin, from its own figures only."""
+    if age_s is not None and age_s < WORKER_START_S:
+        return "starting"
+    rd = s.run_delay
+    if rd is not None and rd >= CONTENDED_RUN_DELAY:
+        return "contended"
+    cpu = s.cpu or 0.0
+    if cpu >= WORKER_BUSY_CORES:
+        return "cpu"
+    if s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS):
+        return "io"
+    if s.state == "R" and cpu >= 0.4:
+        return "cpu"
+    return "waiting"
+
+
+class _RankInputs:
+    """What the ledger reads about one rank over a window (computed once)."""
+
+    def __init__(self, w: Window, pid: int, interval: float) -> None:
+        self.pid = pid
+        self.rank = w.rank_of(pid)
+        self.bins = w.stack_bins(pid)
+        self.interval = interval
+        # A bin's figures come from the tick after it: read a little past the window.
+        lo, hi = w.t0 - 2 * interval, w.t1 + 2 * interval
+        self.main_samples: list[ProcSample] = w.timeline.window("proc", pid, lo, hi)
+        self.workers: dict[int, list[ProcSample]] = {
+            p.pid: w.timeline.window("proc", p.pid, lo, hi) for p in w.workers_for(pid)}
+        self.had_workers = bool(self.workers)
+        self.first_seen: dict[int, float] = {}
+        for wpid, samples in self.workers.items():
+            ring = w.timeline.series("proc", wpid)
+            first = ring.first_t() if ring is not None else None
+            self.first_seen[wpid] = first if first is not None else samples[0].t
+
+    def workers_in(self, b: int) -> list[_WorkerView] | None:
+        """The rank's workers in bin ``b``, or None when no tick describes the bin (the
+        figures are not known, which is not the same as "no worker")."""
+        if self.main_in(b) is None and self.main_samples:
+            return None
+        out = []
+        for wpid, samples in self.workers.items():
+            s = _sample_for_bin(samples, b, self.interval)
+            if s is None:
+                continue
+            age = s.t - self.first_seen.get(wpid, s.t)
+            out.append(_WorkerView(wpid, classify_worker(s, age), s.cpu))
+        return out
+
+    def main_in(self, b: int) -> ProcSample | None:
+        return _sample_for_bin(self.main_samples, b, self.interval)
+
+
+def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
+                 free_cores: float | None) -> dict[str, float]:
+    """How a bin's data wait splits over causes (weights summing to 1)."""
+    if workers is None:
+        return {"input_bound": 1.0}  # no figures for this bin: the cause is not narrowed
+    if not workers:
+        return {"worker_respawn": 1.0} if had_workers else {"input_bound": 1.0}
+    kinds: dict[str, float] = {}
+    for wv in workers:
+        kinds[wv.kind] = kinds.get(wv.kind, 0.0) + 1.0
+    active = {k: v for k, v in kinds.items() if k != "waiting"}
+    if not active:
+        # Every worker asleep while the main thread waits for a batch: they wait on
+        # their data source (a remote read, a lock, a sleep in the Dataset).
+        return {"worker_io_bound": 1.0}
+    n = sum(active.values())
+    out: dict[str, float] = {}
+    for k, v in active.items():
+        if k == "cpu":
+            cause = "too_few_workers" if free_cores is not None and free_cores >= 1.0 else "worker_cpu_bound"
+        else:
+            cause = {"io": "worker_io_bound", "contended": "cpu_contention", "starting": "worker_respawn"}[k]
+        out[cause] = out.get(cause, 0.0) + v / n
+    return out
+
+
+def _tree_cores(w: Window, b: int, interval: float) -> float:
+    """CPU the whole trainer tree used in bin ``b`` (cores)."""
+    total = 0.0
+    for p in w.procs.values():
+        if p.role == "pin":
+            continue  # a thread of its process: counted there already
+        s = _sample_for_bin(p.samples, b, interval)
+        if s is not None and s.cpu is not None:
+            total += s.cpu
+    return total
+
+
+def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
+                    had_workers: bool, free_cores: float | None, multi_rank: bool,
+                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Lost seconds by cause for one rank in one bin, and what each was made of."""
+    causes: dict[str, float] = {}
+    detail: dict[str, dict[str, float]] = {}
+    main_cpu = main.cpu_main if main is not None else None
+    run_delay = main.run_delay if main is not None else None
+    for st, secs in states.items():
+        if secs <= 0 or st == State.STARTUP:
+            continue
+        if st == State.DATA_WAIT:
+            for cause, wgt in _data_causes(workers, had_workers, free_cores).items():
+                _add(causes, cause, secs * wgt)
+                _add(detail.setdefault(cause, {}), "data_wait", secs * wgt)
+        elif st == State.DATA_INLINE:
+            _add(causes, "main_process_loading", secs)
+        elif st in PHASES:
+            _add(causes, "periodic_stall", secs)
+            _add(detail.setdefault("periodic_stall", {}), st, secs)
+        elif st == State.COLLECTIVE:
+            _add(causes, "straggler" if multi_rank else "comm_bound", secs)
+        elif st in (State.SYNC, State.H2D_COPY):
+            _add(causes, "host_sync_stall", secs)
+        elif st == State.IDLE:
+            _add(causes, IDLE, secs)
+        elif (st == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
+              and main_cpu < WAITING_MAIN_CORES):
+            # DDP's all-reduce waits inside backward(): the thread is there but not computing.
+            waiting = secs * (1.0 - main_cpu)
+            _add(causes, "straggler", waiting)
+            _add(detail.setdefault("straggler", {}), "backward_waiting", waiting)
+        elif st in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
+            slowed = secs * min(1.0, run_delay)
+            _add(causes, "cpu_contention", slowed)
+            _add(detail.setdefault("cpu_contention", {}), "main_thread", slowed)
+    return causes, detail
+
+
+def card_bin_causes(idle_s: float, states: dict[str, float], rank_causes: dict[str, float]) -> tuple[
+        dict[str, float], dict[str, float]]:
+    """A card's not-busy seconds in one bin, by the rank's state and by cause."""
+    total = sum(v for k, v in states.items() if k != State.STARTUP)
+    by_state: dict[str, float] = {}
+    by_cause: dict[str, float] = {}
+    if total <= 0:
+        _add(by_state, UNKNOWN, idle_s)
+        _add(by_cause, UNKNOWN, idle_s)
+        return by_state, by_cause
+    lost = sum(rank_causes.values())
+    for st, secs in states.items():
+        if st != State.STARTUP:
+            _add(by_state, st, idle_s * secs / total)
+    # The idle time the rank's lost time explains goes to those causes; the rest of the
+    # idle time fell while the rank was computing: launch or host overhead.
+    explained = min(idle_s, idle_s * lost / total) if lost > 0 else 0.0
+    for cause, secs in rank_causes.items():
+        _add(by_cause, cause, explained * secs / lost)
+    _add(by_cause, "host_overhead_bound", idle_s - explained)
+    return by_state, by_cause
+
+
+def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLedger:
+    """The ledger of window ``w`` over ``[t0, t1)`` (the whole window by default)."""
+    lo = w.t0 if t0 is None else max(t0, w.t0)
+    hi = w.t1 if t1 is None else min(t1, w.t1)
+    interval = _proc_interval(w)
+    job = JobLedger(gpu_job=w.gpu_job)
+    pids = [p for p in w.trainer_pids if w.stack(p) is not None or p in w.procs]
+    inputs = {pid: _RankInputs(w, pid, interval) for pid in pids}
+    multi = len(pids) > 1
+    cpus = w.ctx.cpu_count if w.ctx.cpu_count_known else None
+    first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
+    tree_cache: dict[int, float] = {}
+
+    def free_cores(b: int) -> float | None:
+        if cpus is None:
+            return None
+        if b not in tree_cache:
+            tree_cache[b] = _tree_cores(w, b, interval)
+        return cpus - tree_cache[b]
+
+    rank_bins: dict[int, dict[int, tuple[dict[str, float], dict[str, float]]]] = {}
+    for pid, ri in inputs.items():
+        rl = job.ranks[pid] = RankLedger(pid, ri.rank)
+        per_bin: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+        for b in range(first_bin, last_bin):
+            states = _clip_bin(ri.bins.get(b), b, lo, hi)
+            if not states:
+                continue
+            counted = {k: v for k, v in states.items() if k != State.STARTUP}
+            if not counted:
+                continue
+            causes, detail = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
+                                             free_cores(b), multi, job.gpu_job)
+            rl.wall_s += sum(counted.values())
+            _merge(rl.states_s, counted)
+            _merge(rl.causes_s, causes)
+            for cause, d in detail.items():
+                _merge(rl.detail.setdefault(cause, {}), d)
+            per_bin[b] = (counted, causes)
+        rank_bins[pid] = per_bin
+    for c in w.job_cards:
+        cs = w.cards[c]
+        user = _card_pid(w, c, pids)
+        cl = job.cards[c] = CardLedger(c, user, w.rank_of(user) if user is not None else None)
+        for b, util, dt in _card_bins(cs.samples, lo, hi):
+            idle = max(0.0, 1.0 - util / 100.0) * dt
+            cl.wall_s += dt
+            cl.idle_s += idle
+            states, causes = rank_bins.get(user, {}).get(b, ({}, {})) if user is not None else ({}, {})
+            by_state, by_cause = card_bin_causes(idle, states, causes)
+            _merge(cl.by_state_s, by_state)
+            _merge(cl.by_cause_s, by_cause)
+    return job
+
+
+def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:
+    if not states:
+        return {}
+    a, z = max(b * BIN_S, lo), min((b + 1) * BIN_S, hi)
+    if z <= a:
+        return {}
+    frac = (z - a) / BIN_S
+    return dict(states) if frac >= 1.0 else {k: v * frac for k, v in states.items()}
+
+
+def _proc_interval(w: Window) -> float:
+    for p in w.procs.values():
+        ts = [s.t for s in p.samples[-5:]]
+        if len(ts) >= 2:
+            return max(0.2, (ts[-1] - ts[0]) / (len(ts) - 1))
+    return 1.0
+
+
+def _card_pid(w: Window, card: int, pids: Sequence[int]) -> int | None:
+    """The trainer process using a card: the one the card lists, else the only one."""
+    for pid in pids:
+        if card in w.cards_of(pid) and (len(pids) == 1 or w.procs_visible):
+            return pid
+    return pids[0] if len(pids) == 1 else None
+
+
+def _card_bins(samples: Sequence, lo: float, hi: float) -> Iterable[tuple[int, float, float]]:
+    """``(bin, util, seconds)`` for each stretch a utilization sample stands for, cut at
+    bin edges: a sample at ``t`` covers the time since the previous one."""
+    prev_t: float | None = None
+    for s in samples:
+        if s.util is None:
+            prev_t = s.t
+            continue
+        start = s.t - 0.5 if prev_t is None else prev_t
+        start, end = max(start, lo), min(s.t, hi)
+        prev_t = s.t
+        while end > start:
+            b = math.floor(start / BIN_S)
+            cut = min(end, (b + 1) * BIN_S)
+            yield b, float(s.util), cut - start
+            start = cut
