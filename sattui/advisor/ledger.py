@@ -38,7 +38,7 @@ CPU job. Those shares compare across causes, and the verdict is the largest.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sattui.advisor.window import Window, bisect_t
@@ -232,10 +232,10 @@ def classify_worker(s: ProcSample, age_s: float | None) -> str:
 class _RankInputs:
     """What the ledger reads about one rank over a window (computed once)."""
 
-    def __init__(self, w: Window, pid: int, interval: float) -> None:
+    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]]) -> None:
         self.pid = pid
         self.rank = w.rank_of(pid)
-        self.bins = w.stack_bins(pid)
+        self.bins = bins
         self.interval = interval
         # A bin's figures come from the tick after it: read a little past the window.
         lo, hi = w.t0 - 2 * interval, w.t1 + 2 * interval
@@ -367,59 +367,109 @@ def card_bin_causes(idle_s: float, states: dict[str, float], rank_causes: dict[s
     return by_state, by_cause
 
 
-def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLedger:
-    """The ledger of window ``w`` over ``[t0, t1)`` (the whole window by default)."""
-    lo = w.t0 if t0 is None else max(t0, w.t0)
-    hi = w.t1 if t1 is None else min(t1, w.t1)
-    interval = _proc_interval(w)
-    job = JobLedger(gpu_job=w.gpu_job)
-    pids = [p for p in w.trainer_pids if w.stack(p) is not None or p in w.procs]
-    inputs = {pid: _RankInputs(w, pid, interval) for pid in pids}
+def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
+               bins_from: Window | None = None) -> dict[int, JobLedger]:
+    """One small ledger per one-second bin of ``[lo, hi)``.
+
+    ``structure`` says who is who (the ranks, their workers, the job's cards: the short
+    window ending now, by default ``w``); ``bins_from`` gives the main threads' binned
+    states (the long window's cached bins, by default ``w``'s own)."""
+    sw = structure or w
+    src = bins_from or w
+    interval = _proc_interval(sw)
+    gpu = sw.gpu_job
+    pids = [p for p in sw.trainer_pids if sw.stack(p) is not None or p in sw.procs]
+    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid)) for pid in pids}
     multi = len(pids) > 1
-    cpus = w.ctx.cpu_count if w.ctx.cpu_count_known else None
+    cpus = sw.ctx.cpu_count if sw.ctx.cpu_count_known else None
+    out: dict[int, JobLedger] = {}
+
+    def job_at(b: int) -> JobLedger:
+        got = out.get(b)
+        if got is None:
+            got = out[b] = JobLedger(gpu_job=gpu)
+        return got
+
     first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
-    tree_cache: dict[int, float] = {}
-
-    def free_cores(b: int) -> float | None:
-        if cpus is None:
-            return None
-        if b not in tree_cache:
-            tree_cache[b] = _tree_cores(w, b, interval)
-        return cpus - tree_cache[b]
-
     rank_bins: dict[int, dict[int, tuple[dict[str, float], dict[str, float]]]] = {}
-    for pid, ri in inputs.items():
-        rl = job.ranks[pid] = RankLedger(pid, ri.rank)
-        per_bin: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
-        for b in range(first_bin, last_bin):
+    for b in range(first_bin, last_bin):
+        free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
+        for pid, ri in inputs.items():
             states = _clip_bin(ri.bins.get(b), b, lo, hi)
-            if not states:
-                continue
             counted = {k: v for k, v in states.items() if k != State.STARTUP}
             if not counted:
                 continue
             causes, detail = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
-                                             free_cores(b), multi, job.gpu_job)
-            rl.wall_s += sum(counted.values())
-            _merge(rl.states_s, counted)
-            _merge(rl.causes_s, causes)
-            for cause, d in detail.items():
-                _merge(rl.detail.setdefault(cause, {}), d)
-            per_bin[b] = (counted, causes)
-        rank_bins[pid] = per_bin
-    for c in w.job_cards:
-        cs = w.cards[c]
-        user = _card_pid(w, c, pids)
-        cl = job.cards[c] = CardLedger(c, user, w.rank_of(user) if user is not None else None)
+                                             free, multi, gpu)
+            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail)
+            rank_bins.setdefault(pid, {})[b] = (counted, causes)
+    for c in sw.job_cards:
+        cs = w.cards.get(c)
+        if cs is None:
+            continue
+        user = _card_pid(sw, c, pids)
+        rank = sw.rank_of(user) if user is not None else None
         for b, util, dt in _card_bins(cs.samples, lo, hi):
             idle = max(0.0, 1.0 - util / 100.0) * dt
-            cl.wall_s += dt
-            cl.idle_s += idle
             states, causes = rank_bins.get(user, {}).get(b, ({}, {})) if user is not None else ({}, {})
             by_state, by_cause = card_bin_causes(idle, states, causes)
+            cl = job_at(b).cards.get(c)
+            if cl is None:
+                cl = job_at(b).cards[c] = CardLedger(c, user, rank)
+            cl.wall_s += dt
+            cl.idle_s += idle
             _merge(cl.by_state_s, by_state)
             _merge(cl.by_cause_s, by_cause)
+    return out
+
+
+def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLedger:
+    """The ledger of window ``w`` over ``[t0, t1)`` (the whole window by default)."""
+    lo = w.t0 if t0 is None else max(t0, w.t0)
+    hi = w.t1 if t1 is None else min(t1, w.t1)
+    return total(build_bins(w, lo, hi).values(), gpu_job=w.gpu_job)
+
+
+def total(bins: Iterable[JobLedger], gpu_job: bool = False) -> JobLedger:
+    job = JobLedger(gpu_job=gpu_job)
+    for j in bins:
+        job.merge(j)
     return job
+
+
+class LedgerBook:
+    """The ledger kept between evaluations: each one-second bin is computed once, when
+    its stacks have all arrived (the long window's settled bins), and summed over any
+    window after. Bins that leave the long window go to ``on_close`` (the report's
+    whole-run total) and are forgotten, so memory stays bounded."""
+
+    def __init__(self, on_close: Callable[[int, JobLedger], None] | None = None) -> None:
+        self._bins: dict[int, JobLedger] = {}
+        self._done: int | None = None  # bins below this are computed
+        self.on_close = on_close
+
+    def update(self, w: Window, wl: Window, settled_t: float) -> None:
+        """Compute the bins up to ``settled_t`` not done yet (``w``: the short window
+        now, for who is who; ``wl``: the long window, for its binned stacks)."""
+        hi = math.floor(settled_t / BIN_S)
+        lo = self._done if self._done is not None else math.floor(wl.t0 / BIN_S)
+        if hi > lo:
+            self._bins.update(build_bins(wl, lo * BIN_S, hi * BIN_S, structure=w, bins_from=wl))
+            self._done = hi
+        self.close_before(math.floor(wl.t0 / BIN_S))
+
+    def close_before(self, b0: int) -> None:
+        for b in sorted(k for k in self._bins if k < b0):
+            j = self._bins.pop(b)
+            if self.on_close is not None:
+                self.on_close(b, j)
+
+    def close_all(self) -> None:
+        self.close_before(10 ** 12)
+
+    def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
+        lo, hi = math.floor(t0 / BIN_S), math.ceil(t1 / BIN_S)
+        return total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
 
 
 def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:

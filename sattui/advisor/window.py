@@ -18,9 +18,12 @@ import statistics
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sattui.advisor.base import AdvisorContext
+
+if TYPE_CHECKING:
+    from sattui.advisor.ledger import JobLedger
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.timeline import Timeline
 
@@ -322,6 +325,8 @@ class Window:
         # and computed once.
         self.like = like
         self._stacks: dict[int, StackStats | None] = {}
+        # The time ledger over this window (sattui/advisor/ledger.py), set by the Advisor.
+        self.ledger: JobLedger | None = None
 
     @property
     def length_s(self) -> float:
