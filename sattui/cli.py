@@ -173,7 +173,7 @@ def _err(msg: str) -> None:
 
 
 def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.procs import resolve_pid
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
@@ -323,7 +323,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     from sattui.demo.launch import DemoScenario, trainer_command
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
     assert isinstance(sc, DemoScenario)

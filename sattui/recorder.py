@@ -29,6 +29,7 @@ import psutil
 
 from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
+from sattui.frames import read_source_line
 from sattui.host import usable_cpus
 from sattui.model import CardInfo, CardSample, Event, StackChunk
 from sattui.record import RecordingWriter, make_header, stacks_to_record
@@ -36,7 +37,6 @@ from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.timeline import Clock
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
-from sattui.frames import read_source_line
 from sattui.trainer.states import classify
 from sattui.vendors.base import Backend
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sattui.advisor.base import AdvisorContext, Finding, Verdict
-from sattui.findings import Severity
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.ledger import JobLedger
 from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
 from sattui.advisor.window import Window
 from sattui.feed import Feed
+from sattui.findings import Severity
 from sattui.record import RecordingReader
 from sattui.timeline import Timeline
 

@@ -37,11 +37,13 @@ CPU job. Those shares compare across causes, and the verdict is the largest.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sattui.advisor.window import Window, bisect_t
+from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
 
@@ -294,77 +296,106 @@ def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
 
 
 def _tree_cores(w: Window, b: int, interval: float) -> float:
-    """CPU the whole trainer tree used in bin ``b`` (cores)."""
+    """CPU the whole trainer tree used in bin ``b`` (cores), from the tick that describes
+    it (which may fall just after the window)."""
     total = 0.0
     for p in w.procs.values():
         if p.role == "pin":
             continue  # a thread of its process: counted there already
-        s = _sample_for_bin(p.samples, b, interval)
+        got = w.timeline.window("proc", p.pid, b * BIN_S, (b + 1) * BIN_S + interval + 1e-6)
+        s = _sample_for_bin(got, b, interval)
         if s is not None and s.cpu is not None:
             total += s.cpu
     return total
 
 
-def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
-                    had_workers: bool, free_cores: float | None, multi_rank: bool,
-                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Lost seconds by cause for one rank in one bin, and what each was made of."""
-    causes: dict[str, float] = {}
-    detail: dict[str, dict[str, float]] = {}
+def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, had_workers: bool,
+                 free_cores: float | None, multi_rank: bool, gpu_job: bool) -> dict[str, float]:
+    """What share of a second in ``state`` is lost, to which cause (the rest is the
+    rank's own work)."""
+    if state == State.DATA_WAIT:
+        return _data_causes(workers, had_workers, free_cores)
+    if state == State.DATA_INLINE:
+        return {"main_process_loading": 1.0}
+    if state in PHASES:
+        return {"periodic_stall": 1.0}
+    if state == State.COLLECTIVE:
+        return {"straggler" if multi_rank else "comm_bound": 1.0}
+    if state in (State.SYNC, State.H2D_COPY):
+        return {"host_sync_stall": 1.0}
+    if state == State.IDLE:
+        return {IDLE: 1.0}
     main_cpu = main.cpu_main if main is not None else None
     run_delay = main.run_delay if main is not None else None
+    if (state == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
+            and main_cpu < WAITING_MAIN_CORES):
+        # DDP's all-reduce waits inside backward(): the thread is there but not computing.
+        return {"straggler": 1.0 - main_cpu}
+    if state in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
+        return {"cpu_contention": min(1.0, run_delay)}
+    return {}
+
+
+# What each cause's detail is keyed by: the state it was lost in, or a finer word.
+def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
+                    had_workers: bool, free_cores: float | None, multi_rank: bool,
+                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]],
+                                            dict[str, dict[str, float]]]:
+    """Lost seconds by cause for one rank in one bin, what each was made of, and each
+    state's split over causes (fractions, for the cards' idle time)."""
+    causes: dict[str, float] = {}
+    detail: dict[str, dict[str, float]] = {}
+    split: dict[str, dict[str, float]] = {}
     for st, secs in states.items():
         if secs <= 0 or st == State.STARTUP:
             continue
-        if st == State.DATA_WAIT:
-            for cause, wgt in _data_causes(workers, had_workers, free_cores).items():
-                _add(causes, cause, secs * wgt)
-                _add(detail.setdefault(cause, {}), "data_wait", secs * wgt)
-        elif st == State.DATA_INLINE:
-            _add(causes, "main_process_loading", secs)
-        elif st in PHASES:
-            _add(causes, "periodic_stall", secs)
-            _add(detail.setdefault("periodic_stall", {}), st, secs)
-        elif st == State.COLLECTIVE:
-            _add(causes, "straggler" if multi_rank else "comm_bound", secs)
-        elif st in (State.SYNC, State.H2D_COPY):
-            _add(causes, "host_sync_stall", secs)
-        elif st == State.IDLE:
-            _add(causes, IDLE, secs)
-        elif (st == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
-              and main_cpu < WAITING_MAIN_CORES):
-            # DDP's all-reduce waits inside backward(): the thread is there but not computing.
-            waiting = secs * (1.0 - main_cpu)
-            _add(causes, "straggler", waiting)
-            _add(detail.setdefault("straggler", {}), "backward_waiting", waiting)
-        elif st in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
-            slowed = secs * min(1.0, run_delay)
-            _add(causes, "cpu_contention", slowed)
-            _add(detail.setdefault("cpu_contention", {}), "main_thread", slowed)
-    return causes, detail
+        frac = split[st] = state_causes(st, main, workers, had_workers, free_cores, multi_rank, gpu_job)
+        for cause, f in frac.items():
+            lost = secs * f
+            _add(causes, cause, lost)
+            if cause == "periodic_stall" or st == State.DATA_WAIT:
+                _add(detail.setdefault(cause, {}), st, lost)
+            elif cause == "straggler" and st == State.BACKWARD:
+                _add(detail.setdefault(cause, {}), "backward_waiting", lost)
+            elif cause == "cpu_contention":
+                _add(detail.setdefault(cause, {}), "main_thread", lost)
+    return causes, detail, split
 
 
-def card_bin_causes(idle_s: float, states: dict[str, float], rank_causes: dict[str, float]) -> tuple[
-        dict[str, float], dict[str, float]]:
-    """A card's not-busy seconds in one bin, by the rank's state and by cause."""
-    total = sum(v for k, v in states.items() if k != State.STARTUP)
+def card_piece_causes(idle_s: float, states: dict[str, float],
+                      split: dict[str, dict[str, float]] | None) -> tuple[dict[str, float], dict[str, float]]:
+    """A card's not-busy seconds over one stretch, by the state of its rank over that same
+    stretch and by cause; idle while the rank does its own work is host overhead."""
+    total = sum(states.values())
     by_state: dict[str, float] = {}
     by_cause: dict[str, float] = {}
-    if total <= 0:
+    if total <= 0 or split is None:
         _add(by_state, UNKNOWN, idle_s)
         _add(by_cause, UNKNOWN, idle_s)
         return by_state, by_cause
-    lost = sum(rank_causes.values())
     for st, secs in states.items():
-        if st != State.STARTUP:
-            _add(by_state, st, idle_s * secs / total)
-    # The idle time the rank's lost time explains goes to those causes; the rest of the
-    # idle time fell while the rank was computing: launch or host overhead.
-    explained = min(idle_s, idle_s * lost / total) if lost > 0 else 0.0
-    for cause, secs in rank_causes.items():
-        _add(by_cause, cause, explained * secs / lost)
-    _add(by_cause, "host_overhead_bound", idle_s - explained)
+        part = idle_s * secs / total
+        _add(by_state, st, part)
+        frac = split.get(st, {})
+        lost = 0.0
+        for cause, f in frac.items():
+            _add(by_cause, cause, part * f)
+            lost += f
+        _add(by_cause, "host_overhead_bound", part * max(0.0, 1.0 - lost))
     return by_state, by_cause
+
+
+def _span_states(spans: Sequence[Any], starts: list[float], a: float, z: float) -> dict[str, float]:
+    """Seconds per state of one thread's spans inside ``[a, z)`` (startup left out)."""
+    out: dict[str, float] = {}
+    i = max(0, bisect.bisect_left(starts, a - SPAN_LOOKBACK_S))
+    while i < len(spans) and starts[i] < z:
+        s = spans[i]
+        i += 1
+        lo, hi = max(s.t, a), min(s.t + s.dur, z)
+        if hi > lo and s.state != State.STARTUP:
+            _add(out, s.state or State.OTHER, hi - lo)
+    return out
 
 
 def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
@@ -391,7 +422,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
         return got
 
     first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
-    rank_bins: dict[int, dict[int, tuple[dict[str, float], dict[str, float]]]] = {}
+    rank_bins: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     for b in range(first_bin, last_bin):
         free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
         for pid, ri in inputs.items():
@@ -399,20 +430,24 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             counted = {k: v for k, v in states.items() if k != State.STARTUP}
             if not counted:
                 continue
-            causes, detail = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
-                                             free, multi, gpu)
+            causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
+                                                    free, multi, gpu)
             job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail)
-            rank_bins.setdefault(pid, {})[b] = (counted, causes)
+            rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
         cs = w.cards.get(c)
         if cs is None:
             continue
         user = _card_pid(sw, c, pids)
         rank = sw.rank_of(user) if user is not None else None
-        for b, util, dt in _card_bins(cs.samples, lo, hi):
+        spans = w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else []
+        starts = [sp.t for sp in spans]
+        for b, a, z, util in _card_pieces(cs.samples, lo, hi):
+            dt = z - a
             idle = max(0.0, 1.0 - util / 100.0) * dt
-            states, causes = rank_bins.get(user, {}).get(b, ({}, {})) if user is not None else ({}, {})
-            by_state, by_cause = card_bin_causes(idle, states, causes)
+            states = _span_states(spans, starts, a, z)
+            got = rank_bins.get(user, {}).get(b) if user is not None else None
+            by_state, by_cause = card_piece_causes(idle, states, got)
             cl = job_at(b).cards.get(c)
             if cl is None:
                 cl = job_at(b).cards[c] = CardLedger(c, user, rank)
@@ -498,9 +533,10 @@ def _card_pid(w: Window, card: int, pids: Sequence[int]) -> int | None:
     return pids[0] if len(pids) == 1 else None
 
 
-def _card_bins(samples: Sequence, lo: float, hi: float) -> Iterable[tuple[int, float, float]]:
-    """``(bin, util, seconds)`` for each stretch a utilization sample stands for, cut at
-    bin edges: a sample at ``t`` covers the time since the previous one."""
+def _card_pieces(samples: Sequence[Any], lo: float, hi: float) -> Iterable[tuple[int, float, float, float]]:
+    """``(bin, start, end, util)`` for each stretch a utilization sample stands for (the
+    time since the previous sample; a card's sub-second samples keep their resolution),
+    cut at bin edges."""
     prev_t: float | None = None
     for s in samples:
         if s.util is None:
@@ -512,5 +548,5 @@ def _card_bins(samples: Sequence, lo: float, hi: float) -> Iterable[tuple[int, f
         while end > start:
             b = math.floor(start / BIN_S)
             cut = min(end, (b + 1) * BIN_S)
-            yield b, float(s.util), cut - start
+            yield b, start, cut, float(s.util)
             start = cut

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_ledger, rules_system
-from sattui.advisor.base import AdvisorContext, Finding, Verdict
-from sattui.advisor.rules_system import healthy, no_data
+from sattui.advisor.base import AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.ledger import JobLedger, LedgerBook
+from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.window import StackBinner, Window
 from sattui.timeline import Timeline
 
@@ -47,6 +47,9 @@ class RuleSpec:
     category: str = "cause"  # cause | modifier | info | cost
     hysteresis: bool = True
     needs: tuple[str, ...] = ()  # signals; see cannot_judge()
+    # The rule's impact is a share of one card's time: the Advisor scales it to the job
+    # (a cause on one card of eight counts an eighth), so impacts compare across rules.
+    per_card: bool = False
 
 
 # Causes of lost time come from the ledger (rules_ledger, window "ledger"): one scale, the
@@ -66,24 +69,24 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("cpu_contention", "R17", rules_ledger.cpu_contention, window="ledger", needs=("stacks",)),
     RuleSpec("input_bound", "R01", rules_ledger.input_bound, window="ledger", needs=("stacks",)),
     RuleSpec("host_sync_stall", "R06", rules_ledger.host_sync_stall, window="ledger", needs=("stacks", "cards")),
-    RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link")),
-    RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie")),
+    RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link"), per_card=True),
+    RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie"), per_card=True),
     RuleSpec("host_overhead_bound", "R07", rules_ledger.host_overhead_bound, window="ledger",
              needs=("stacks", "cards")),
-    RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks")),
-    RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm")),
-    RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",)),
+    RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks"), per_card=True),
+    RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm"), per_card=True),
+    RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",), per_card=True),
     RuleSpec("card_imbalance", "new", rules_gpu.card_imbalance, needs=("cards",)),
     RuleSpec("low_tensor_core_use", "R09", rules_gpu.low_tensor_core_use, category="modifier",
              needs=("cards", "sm", "tensor")),
     RuleSpec("memory_near_full", "R11", rules_gpu.memory_near_full, category="info", needs=("cards",)),
     RuleSpec("starved_unattributed", "R19", rules_ledger.starved_unattributed, window="ledger", needs=("cards",)),
-    RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",)),
+    RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",), per_card=True),
     RuleSpec("pcie_saturated_sm_idle", "new", cost.pcie_saturated_sm_idle, category="cost",
-             needs=("cards", "sm", "pcie")),
-    RuleSpec("memory_swing", "new", cost.memory_swing, window="long", category="cost", needs=("cards",)),
+             needs=("cards", "sm", "pcie"), per_card=True),
+    RuleSpec("memory_swing", "new", cost.memory_swing, window="long", category="cost", needs=("cards",), per_card=True),
     RuleSpec("util_anomaly", "new", anomaly.util_anomaly, window="long", category="info", hysteresis=False,
-             needs=("cards",)),
+             needs=("cards",), per_card=True),
     RuleSpec("healthy", "R00", None, category="info", hysteresis=False),
     RuleSpec("no_data", "new", None, category="info", hysteresis=False),
 )
@@ -95,6 +98,17 @@ PRECEDENCE = {s.id: i for i, s in enumerate(RULES)}
 # Rules that read the trainer's stacks (said "cannot judge" without them).
 STACK_RULES = ("input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_bound", "main_process_loading",
                "host_sync_stall", "host_overhead_bound", "comm_bound")
+
+
+def job_scaled(f: Finding, n_cards: int) -> Finding:
+    """A per-card finding on the job's scale: its impact over ``n_cards`` job cards, its
+    severity lowered to match (never raised past what the rule said)."""
+    if n_cards <= 1 or f.card is None:
+        return f
+    impact = f.impact / n_cards
+    sev = severity_for(impact, cap=f.severity) if f.impact > 0 else f.severity
+    return dataclasses.replace(f, impact=impact, severity=sev,
+                               evidence={**f.evidence, "card_impact": round(f.impact, 4), "job_cards": n_cards})
 
 
 def rank_key(f: Finding) -> tuple[int, float, int]:
@@ -259,7 +273,7 @@ class Advisor:
             if spec.fn is None:
                 continue
             for f in spec.fn(windows[spec.window], 1.0):
-                raw[f.key()] = f
+                raw[f.key()] = job_scaled(f, len(w.job_cards)) if spec.per_card else f
         active = self._hysteresis(raw, windows)
         for f in active:
             f.t = t_now
@@ -316,7 +330,9 @@ class Advisor:
                 continue
             if spec.id not in held_cache:
                 assert spec.fn is not None
-                held_cache[spec.id] = {f.key(): f for f in spec.fn(windows[spec.window], HOLD_RELAX)}
+                held_cache[spec.id] = {
+                    f.key(): job_scaled(f, len(windows["short"].job_cards)) if spec.per_card else f
+                    for f in spec.fn(windows[spec.window], HOLD_RELAX)}
             held = held_cache[spec.id].get(key)
             if held is not None:
                 st.off = 0

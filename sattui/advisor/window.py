@@ -16,8 +16,8 @@ import functools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from functools import cached_property
 from dataclasses import replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sattui.advisor.base import AdvisorContext
