@@ -63,8 +63,10 @@ COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 
 # Causes of lost time (rule ids of CONTRACT.md, plus "idle" and "unknown").
-DATA_CAUSES = ("worker_cpu_bound", "too_few_workers", "worker_io_bound", "worker_respawn", "cpu_contention",
-               "input_bound")
+# Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
+# the rules decide over the window (from the free cores kept in the detail), not bin by bin.
+WORKER_BUSY = "worker_busy"
+DATA_CAUSES = (WORKER_BUSY, "worker_io_bound", "worker_respawn", "cpu_contention", "input_bound")
 IDLE = "idle"
 UNKNOWN = "unknown"
 NOT_LOST = "compute"
@@ -287,10 +289,8 @@ def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
     n = sum(active.values())
     out: dict[str, float] = {}
     for k, v in active.items():
-        if k == "cpu":
-            cause = "too_few_workers" if free_cores is not None and free_cores >= 1.0 else "worker_cpu_bound"
-        else:
-            cause = {"io": "worker_io_bound", "contended": "cpu_contention", "starting": "worker_respawn"}[k]
+        cause = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention",
+                 "starting": "worker_respawn"}[k]
         out[cause] = out.get(cause, 0.0) + v / n
     return out
 
@@ -353,6 +353,9 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
         for cause, f in frac.items():
             lost = secs * f
             _add(causes, cause, lost)
+            if cause == WORKER_BUSY and free_cores is not None:
+                _add(detail.setdefault(cause, {}), "free_core_s", lost * max(0.0, free_cores))
+                _add(detail.setdefault(cause, {}), "known_s", lost)
             if cause == "periodic_stall" or st == State.DATA_WAIT:
                 _add(detail.setdefault(cause, {}), st, lost)
             elif cause == "straggler" and st == State.BACKWARD:
@@ -436,8 +439,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
         cs = w.cards.get(c)
-        if cs is None:
-            continue
+        if cs is None or not cs.in_use:
+            continue  # a card nobody uses is idle, not starved
         user = _card_pid(sw, c, pids)
         rank = sw.rank_of(user) if user is not None else None
         spans = w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else []

@@ -16,12 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sattui.advisor.base import Finding, pct, severity_for
-from sattui.advisor.ledger import IDLE, UNKNOWN, JobLedger, RankLedger
+from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
 from sattui.advisor.window import Window
 
 SHOWN_FROM = 0.03
+# A busy card has short gaps between kernels (launches, the step's edges): host overhead
+# is news from TF Profiler's 5 %; idle time nothing explains from Nsight's gpu_time_util
+# spirit, a tenth of the cards' time, not the last few percent of a 97 % card.
+OVERHEAD_SHOWN_FROM = 0.05
+UNATTRIBUTED_SHOWN_FROM = 0.10
 
 FIX_INPUT = ("Make the input pipeline produce batches faster than the model consumes them: more or faster "
              "DataLoader workers, prefetching (prefetch_factor), caching decoded samples.")
@@ -75,9 +80,11 @@ FIX_CONTENTION = (
     "own cores (taskset/cgroups, no other busy jobs on the box), keep num_workers + intra-op threads within the "
     "usable CPUs (OMP_NUM_THREADS, torch.set_num_threads), and check the container's CPU quota.")
 
+# The ledger's cause each rule reads, where the names differ.
+RULE_CAUSE = {"worker_cpu_bound": WORKER_BUSY, "too_few_workers": WORKER_BUSY, "starved_unattributed": UNKNOWN}
+
 CAUSE_WORDS = {
-    "worker_cpu_bound": "data wait, workers busy computing",
-    "too_few_workers": "data wait, workers busy and cores free",
+    WORKER_BUSY: "data wait, workers busy computing",
     "worker_io_bound": "data wait, workers reading or waiting on their data source",
     "worker_respawn": "data wait while DataLoader workers restart",
     "cpu_contention": "waiting for a CPU (other processes on its cores)",
@@ -98,10 +105,11 @@ def _job(w: Window) -> JobLedger | None:
 
 
 def _finding(rule: str, job: JobLedger, share: float, summary: str, ev: dict[str, object], fix: str,
-             relax: float, rank: int | None = None, card: int | None = None) -> list[Finding]:
-    if share < SHOWN_FROM * relax:
+             relax: float, rank: int | None = None, card: int | None = None,
+             shown_from: float = SHOWN_FROM) -> list[Finding]:
+    if share < shown_from * relax:
         return []
-    ev = {"share": round(share, 4), **_per_rank(job, rule), **ev}
+    ev = {"share": round(share, 4), **_per_rank(job, RULE_CAUSE.get(rule, rule)), **ev}
     return [Finding(rule, severity_for(share), share, summary, ev, fix, rank=rank, card=card)]
 
 
@@ -120,13 +128,33 @@ def _share(job: JobLedger, cause: str) -> float:
     return job.cause_shares().get(cause, 0.0)
 
 
+def _busy_workers(w: Window, job: JobLedger) -> tuple[float, bool]:
+    """The share lost to workers busy computing, and whether more workers would help:
+    cores were free (≥ 1 on average over those seconds) and the ranks run fewer workers
+    than Lightning's suggested maximum."""
+    d = _share(job, WORKER_BUSY)
+    free = known = 0.0
+    for r in job.ranks.values():
+        det = r.detail.get(WORKER_BUSY, {})
+        free += det.get("free_core_s", 0.0)
+        known += det.get("known_s", 0.0)
+    ranks = max(1, len(w.trainer_pids))
+    more = known > 0 and free / known >= 1.0 and len(w.workers) / ranks < suggested_workers(w)
+    return d, more
+
+
 def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
                doc: str) -> Callable[[Window, float], list[Finding]]:
     def rule_fn(w: Window, relax: float = 1.0) -> list[Finding]:
         job = _job(w)
         if job is None:
             return []
-        d = _share(job, rule)
+        if rule in ("worker_cpu_bound", "too_few_workers"):
+            d, more = _busy_workers(w, job)
+            if more != (rule == "too_few_workers"):
+                return []
+        else:
+            d = _share(job, rule)
         wait = sum(r.states_s.get("data_wait", 0.0) + r.states_s.get("data_inline", 0.0) for r in job.ranks.values())
         wall = sum(r.wall_s for r in job.ranks.values()) or 1.0
         ev: dict[str, object] = {"data_wait_share": round(wait / wall, 4), "workers": len(w.workers)}
@@ -157,13 +185,15 @@ _DATA_ANCHOR = ("Anchor: TensorFlow Profiler input-pipeline analyzer (5 % / 20 %
 worker_cpu_bound = _data_rule(
     "worker_cpu_bound", "training waits {P} of the time for DataLoader workers that are busy computing samples "
     "(no free cores for more)", FIX_WORKER_CPU,
-    "R02 — data-wait seconds in which the rank's workers ran on a CPU (≥ 0.6 cores, or R) and no "
-    "core was free.\n\n" + _DATA_ANCHOR)
+    "R02 — data-wait seconds in which the rank's workers ran on a CPU (≥ 0.6 cores, or R), where "
+    "more workers would not help (no core free on average, or already Lightning's suggested "
+    "maximum).\n\n" + _DATA_ANCHOR)
 too_few_workers = _data_rule(
     "too_few_workers", "training waits {P} of the time for DataLoader workers that are all busy while cores are "
     "free: too few workers", _too_few_fix,
-    "R03 — data-wait seconds in which the workers ran on a CPU while ≥ 1 usable core was free.\n\n"
-    + _DATA_ANCHOR)
+    "R03 — data-wait seconds in which the workers ran on a CPU while ≥ 1 usable core was free on "
+    "average and the ranks run fewer workers than Lightning's suggested maximum "
+    "(cpus // local_world_size − 1).\n\n" + _DATA_ANCHOR)
 worker_io_bound = _data_rule(
     "worker_io_bound", "training waits {P} of the time for DataLoader workers that are reading or waiting on "
     "their data source, not computing", FIX_WORKER_IO,
@@ -320,7 +350,8 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
 
     Anchor: TF Profiler kernel-launch share 3 % / 15 %; HTA "short GPU kernels". Threshold:
     the cards' not-busy seconds while their rank is in forward/backward/optimizer, as a
-    share of the job's wall time (over its cards) ≥ 5 % medium, ≥ 20 % high.
+    share of the job's wall time (over its cards) ≥ 5 % medium, ≥ 20 % high (shown from
+    5 %: a busy card's gaps between kernels are normal).
     """
     job = _job(w)
     if job is None or not job.gpu_job:
@@ -328,7 +359,7 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     d = _share(job, "host_overhead_bound")
     return _finding("host_overhead_bound", job, d, f"the cards idle {pct(d)} of the time while the host runs "
                     "forward/backward/optimizer: the host cannot feed them work fast enough", {}, FIX_OVERHEAD,
-                    relax)
+                    relax, shown_from=OVERHEAD_SHOWN_FROM)
 
 
 def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
@@ -336,8 +367,8 @@ def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
 
     Anchor: Nsight Systems ``gpu_time_util`` (< 50 % over a chunk) and ``gpu_gaps`` (idle
     > 500 ms). Threshold: the cards' not-busy seconds with no main-thread state at those
-    moments (no stacks), as a share of the job's wall time ≥ 5 % medium, ≥ 20 % high; the
-    Advisor drops it when a card rule explains the idle time.
+    moments (no stacks), as a share of the job's wall time, shown from 10 % (≥ 20 % high);
+    the Advisor drops it when a card rule explains the idle time.
     """
     job = _job(w)
     if job is None or not job.gpu_job:
@@ -357,7 +388,7 @@ def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
                              f"not available: {w.ctx.no_stacks_reason or 'none sampled'}"}
     fix = (FIX_STARVED_NSIGHT[0].upper() + FIX_STARVED_NSIGHT[1:]) if w.has_stacks else no_stacks_fix(w)
     return _finding("starved_unattributed", job, d, f"the cards idle {pct(d)} of the time and nothing says why",
-                    ev, fix, relax)
+                    ev, fix, relax, shown_from=UNATTRIBUTED_SHOWN_FROM)
 
 
 def suggested_workers(w: Window) -> int:
