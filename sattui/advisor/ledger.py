@@ -51,11 +51,11 @@ BIN_S = 1.0
 # A worker this young is still starting (spawn imports, worker_init_fn): the rank waits
 # for a worker that does not run yet.
 WORKER_START_S = 3.0
-# A worker (or the main thread) waiting this share of a bin for a CPU is contended.
+# The main thread waiting this share of a bin for a CPU is contended.
 CONTENDED_RUN_DELAY = 0.25
-# A worker using this much of a core is computing.
-WORKER_BUSY_CORES = 0.6
 WORKER_READING_BPS = 1e6
+# Workers using less than this much of their time (CPU, run queue, I/O) are asleep.
+MOSTLY_ASLEEP = 0.15
 # The main thread's own CPU below this in a bin of ``backward`` means it waits (CPU job).
 WAITING_MAIN_CORES = 0.3
 
@@ -209,28 +209,24 @@ def _sample_for_bin(samples: Sequence[ProcSample], b: int, interval: float) -> P
 
 @dataclass
 class _WorkerView:
-    """One worker in one bin, classified."""
+    """One worker in one bin: how its second went (shares summing to 1)."""
 
     pid: int
-    kind: str   # cpu, io, contended, starting, waiting
+    parts: dict[str, float]   # cpu, contended, io, starting, waiting
     cpu: float | None
 
 
-def classify_worker(s: ProcSample, age_s: float | None) -> str:
-    """What one worker does in one bin, from its own figures only."""
+def classify_worker(s: ProcSample, age_s: float | None) -> dict[str, float]:
+    """How one worker's bin went, from its own figures only: on a CPU (its CPU share),
+    runnable but waiting for one (its run delay), and the rest blocked on I/O (state D, or
+    reading ≥ 1 MB/s) or asleep. A worker still starting is only that."""
     if age_s is not None and age_s < WORKER_START_S:
-        return "starting"
-    rd = s.run_delay
-    if rd is not None and rd >= CONTENDED_RUN_DELAY:
-        return "contended"
-    cpu = s.cpu or 0.0
-    if cpu >= WORKER_BUSY_CORES:
-        return "cpu"
-    if s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS):
-        return "io"
-    if s.state == "R" and cpu >= 0.4:
-        return "cpu"
-    return "waiting"
+        return {"starting": 1.0}
+    cpu = min(1.0, max(0.0, s.cpu or 0.0))
+    rd = min(1.0 - cpu, max(0.0, s.run_delay or 0.0))
+    rest = 1.0 - cpu - rd
+    reading = s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS)
+    return {"cpu": cpu, "contended": rd, "io" if reading else "waiting": rest}
 
 
 class _RankInputs:
@@ -280,9 +276,12 @@ def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
         return {"worker_respawn": 1.0} if had_workers else {"input_bound": 1.0}
     kinds: dict[str, float] = {}
     for wv in workers:
-        kinds[wv.kind] = kinds.get(wv.kind, 0.0) + 1.0
-    active = {k: v for k, v in kinds.items() if k != "waiting"}
-    if not active:
+        for k, v in wv.parts.items():
+            kinds[k] = kinds.get(k, 0.0) + v
+    # What the workers did while the loop waited, asleep time left out: the busy part is
+    # the bottleneck. Workers that are (nearly) all asleep are waiting on their source.
+    active = {k: v for k, v in kinds.items() if k != "waiting" and v > 0}
+    if sum(active.values()) < MOSTLY_ASLEEP * len(workers):
         # Every worker asleep while the main thread waits for a batch: they wait on
         # their data source (a remote read, a lock, a sleep in the Dataset).
         return {"worker_io_bound": 1.0}
