@@ -242,12 +242,27 @@ class _RankInputs:
         self.main_samples: list[ProcSample] = w.timeline.window("proc", pid, lo, hi)
         self.workers: dict[int, list[ProcSample]] = {
             p.pid: w.timeline.window("proc", p.pid, lo, hi) for p in w.workers_for(pid)}
-        self.had_workers = bool(self.workers)
         self.first_seen: dict[int, float] = {}
         for wpid, samples in self.workers.items():
             ring = w.timeline.series("proc", wpid)
             first = ring.first_t() if ring is not None else None
             self.first_seen[wpid] = first if first is not None else samples[0].t
+        # Every worker generation the Timeline still holds (not only this window's), so a
+        # restart is told from the first start however long the epochs are.
+        single = len(w.trainer_pids) <= 1
+        self.starts = sorted(self.first_seen.values())
+        for key in w.timeline.keys("proc"):
+            ring = w.timeline.series("proc", key)
+            if ring is None or not len(ring) or key in self.first_seen:
+                continue
+            last = ring[-1]
+            mine = single or last.ppid == pid or (self.rank is not None and last.rank == self.rank)
+            if last.role == "worker" and mine:
+                first = ring.first_t()
+                if first is not None:
+                    self.starts.append(first)
+        self.starts.sort()
+        self.first_generation_s = self.starts[0] if self.starts else 0.0
 
     def workers_in(self, b: int) -> list[_WorkerView] | None:
         """The rank's workers in bin ``b``, or None when no tick describes the bin (the
@@ -259,21 +274,36 @@ class _RankInputs:
             s = _sample_for_bin(samples, b, self.interval)
             if s is None:
                 continue
-            age = s.t - self.first_seen.get(wpid, s.t)
+            first = self.first_seen.get(wpid, s.t)
+            # The first generation's start is the job's start-up, not a restart.
+            age = s.t - first if first > self.first_generation_s + WORKER_START_S else None
             out.append(_WorkerView(wpid, classify_worker(s, age), s.cpu))
         return out
+
+    def workers_to_come(self, b: int) -> bool | None:
+        """For a bin with no live worker: True when workers of this rank ran before it and a
+        new one starts after it (the rank waits for a new generation: a restart); False
+        otherwise (the loader starting its first workers, or shutting them down at the
+        end); None when the rank never had workers."""
+        if not self.workers:
+            return None
+        before = bool(self.starts) and self.starts[0] < b * BIN_S
+        return before and any(first >= (b + 1) * BIN_S for first in self.first_seen.values())
 
     def main_in(self, b: int) -> ProcSample | None:
         return _sample_for_bin(self.main_samples, b, self.interval)
 
 
-def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
+def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
                  free_cores: float | None) -> dict[str, float]:
-    """How a bin's data wait splits over causes (weights summing to 1)."""
+    """How a bin's data wait splits over causes (weights summing to 1; none at all for
+    the loader shutting its workers down at the end of the run)."""
     if workers is None:
         return {"input_bound": 1.0}  # no figures for this bin: the cause is not narrowed
     if not workers:
-        return {"worker_respawn": 1.0} if had_workers else {"input_bound": 1.0}
+        if to_come is None:
+            return {"input_bound": 1.0}
+        return {"worker_respawn": 1.0} if to_come else {}
     kinds: dict[str, float] = {}
     for wv in workers:
         for k, v in wv.parts.items():
@@ -308,12 +338,12 @@ def _tree_cores(w: Window, b: int, interval: float) -> float:
     return total
 
 
-def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, had_workers: bool,
+def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, to_come: bool | None,
                  free_cores: float | None, multi_rank: bool, gpu_job: bool) -> dict[str, float]:
     """What share of a second in ``state`` is lost, to which cause (the rest is the
     rank's own work)."""
     if state == State.DATA_WAIT:
-        return _data_causes(workers, had_workers, free_cores)
+        return _data_causes(workers, to_come, free_cores)
     if state == State.DATA_INLINE:
         return {"main_process_loading": 1.0}
     if state in PHASES:
@@ -337,7 +367,7 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
 
 # What each cause's detail is keyed by: the state it was lost in, or a finer word.
 def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
-                    had_workers: bool, free_cores: float | None, multi_rank: bool,
+                    to_come: bool | None, free_cores: float | None, multi_rank: bool,
                     gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]],
                                             dict[str, dict[str, float]]]:
     """Lost seconds by cause for one rank in one bin, what each was made of, and each
@@ -348,7 +378,7 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
     for st, secs in states.items():
         if secs <= 0 or st == State.STARTUP:
             continue
-        frac = split[st] = state_causes(st, main, workers, had_workers, free_cores, multi_rank, gpu_job)
+        frac = split[st] = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job)
         for cause, f in frac.items():
             lost = secs * f
             _add(causes, cause, lost)
@@ -432,7 +462,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             counted = {k: v for k, v in states.items() if k != State.STARTUP}
             if not counted:
                 continue
-            causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
+            causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.workers_to_come(b),
                                                     free, multi, gpu)
             job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail)
             rank_bins.setdefault(pid, {})[b] = split

@@ -218,3 +218,9 @@ def test_pcie_bound_needs_the_link_busy_against_its_capacity(util, link_gbps, fi
                           pcie_gen=5, pcie_width=16)
     got = rules_gpu.pcie_bound(k.window(), 1.0)
     assert bool(got) is fires
+
+
+def test_the_loader_shutting_its_workers_down_at_the_end_is_not_a_restart():
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95, t0=0, t1=35).stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=2))
+    assert "worker_respawn" not in s and near(s["worker_busy"], 0.5 * 25 / WALL, 0.03)
