@@ -284,8 +284,9 @@ def test_S10_periodic_checkpoint(tmp_path):
     check_advice(rep, Expect("periodic_stall", {"periodic_stall": "medium"}, ("input_bound", "cpu_contention")))
     ev = f["evidence"]
     assert ev["phase"] == "checkpoint", ev
-    # the ledger's share is of the whole run after the warm-up: the trainer's own figure
-    assert abs(f["impact"] - true_lost) <= SHARE_TOL, (f, true_lost)
+    # the ledger's share is of the whole run after the warm-up: the trainer's own torch.save
+    # share (the fsync after it is a C call in the user's frame, which the stacks call other)
+    assert abs(f["impact"] - true_save) <= SHARE_TOL, (f, true_save)
 
 
 # --------------------------------------------------------------------------- S13a
