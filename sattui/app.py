@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand

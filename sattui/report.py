@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text
 from sattui.frames import frame_label, user_frame
 from sattui.model import Frame
@@ -302,7 +303,43 @@ def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
         judge.add(rec)
     rep = builder.result()
     rep.update(judge.result())
+    add_ledger(rep, judge.ledger)
     return rep, reader.warnings
+
+
+def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
+    """The whole run's ledger into the report: ``trainer.ranks`` (each rank's states and
+    lost time) and ``cards[].idle`` (CONTRACT.md, report additions)."""
+    tr = rep.get("trainer")
+    if tr is not None:
+        ranks = []
+        for r in sorted(ledger.ranks.values(), key=lambda r: (r.rank is None, r.rank, r.pid)):
+            if r.wall_s <= 0:
+                continue
+            ranks.append({"rank": r.rank, "pid": r.pid,
+                          "states": {k: round(v / r.wall_s, 4) for k, v in _ordered(r.states_s)},
+                          "lost": {k: round(v / r.wall_s, 4) for k, v in
+                                   sorted(r.causes_s.items(), key=lambda kv: -kv[1])},
+                          "sampled_s": round(r.wall_s, 2)})
+        tr["ranks"] = ranks
+    for c in rep.get("cards") or []:
+        cl = ledger.cards.get(c["card"])
+        if cl is not None and cl.wall_s > 0:
+            c["idle"] = {"share": round(cl.idle_s / cl.wall_s, 4),
+                         "by_state": {k: round(v / cl.wall_s, 4) for k, v in
+                                      sorted(cl.by_state_s.items(), key=lambda kv: -kv[1])},
+                         "by_cause": {k: round(v / cl.wall_s, 4) for k, v in
+                                      sorted(cl.by_cause_s.items(), key=lambda kv: -kv[1])}}
+        elif c.get("util_mean") is not None:
+            share = round(1.0 - c["util_mean"] / 100.0, 4)  # not the job's card: no rank's state to split by
+            c["idle"] = {"share": share, "by_state": {"unknown": share}, "by_cause": {"unknown": share}}
+        else:
+            c["idle"] = None
+
+
+def _ordered(states: dict[str, float]) -> list[tuple[str, float]]:
+    order = {s: i for i, s in enumerate(COUNTED_NAMES)}
+    return sorted(states.items(), key=lambda kv: order.get(kv[0], 99))
 
 
 def _fmt_bytes(n: float | None) -> str:

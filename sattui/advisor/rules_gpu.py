@@ -304,8 +304,11 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
 
     Anchor: DCGM "985 MB/s per lane" (Gen3) for the link bandwidth; KempnerPulse "I/O or
     data-loading" (PCIe ≥ 1 GB/s and SM < 30 %); Nsight ``cuda_memcpy_async``. Threshold:
-    U < 80 % and (RX ≥ 50 % of the link's per-direction bandwidth in ≥ 30 % of samples,
-    or PCIe ≥ 1 GB/s with SM < 30 %, or share(h2d_copy) ≥ 20 %). Impact = 1 − U/100.
+    U < 80 % and the link busy against its capacity: RX ≥ 50 % of the link's per-direction
+    bandwidth in ≥ 30 % of samples, or share(h2d_copy) ≥ 20 %. Only where the link's
+    capacity is unknown does KempnerPulse's PCIe ≥ 1 GB/s with SM < 30 % stand in (1.4 GB/s
+    over a 63 GB/s link is not a busy link). Impact = 1 − U/100 of that card (the Advisor
+    scales it to the job).
     """
     out = []
     for cs in _cards(w):
@@ -316,7 +319,8 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
         why = None
         if p is not None and p["rx_hi_share"] >= 0.30 * relax:
             why = f"host→device traffic ≥ 50% of the link in {pct(p['rx_hi_share'])} of samples"
-        elif p is not None and cs.sm is not None and p["rx_Bps"] + p["tx_Bps"] >= 1e9 / relax and cs.sm < 30.0:
+        elif (p is not None and not p["link_Bps"] and cs.sm is not None and p["rx_Bps"] + p["tx_Bps"] >= 1e9 / relax
+              and cs.sm < 30.0):
             why = f"{(p['rx_Bps'] + p['tx_Bps']) / 1e9:.1f} GB/s over PCIe with SM activity {cs.sm:.0f}%"
         elif h2d >= 0.20 * relax:
             why = f"the training thread copies to the device {pct(h2d)} of the time"
@@ -399,3 +403,56 @@ def card_imbalance(w: Window, relax: float = 1.0) -> list[Finding]:
                     f"{len(cards)} cards differ by {spread:.0f} points of utilization "
                     f"({hi:.0f}% vs {lo_cs.util:.0f}% on card {lo_cs.card})", ev, FIX_IMBALANCE, card=lo_cs.card,
                     rank=rank)]
+
+
+FIX_STRAGGLER_GPU = (
+    "Rank {rank} arrives late and every other rank waits for it in the collective ('all devices wait for the "
+    "worker which finishes last' — PyTorch tuning guide); NCCL kernels spin on the waiting cards, so they look busy. "
+    "Fix that rank's own bottleneck, balance work per rank (bucket/pack by sequence length), make rank-0-only "
+    "logging/checkpointing asynchronous.")
+
+
+def gpu_straggler(w: Window, relax: float = 1.0) -> list[Finding]:
+    """The cards' view of a straggler (NCCL waits on the card, not the host): one card works
+    while the others show ~100 % util with low SM activity (power), NCCL kernels spinning."""
+    cards = [w.cards[c] for c in w.job_cards if w.card_ok(c)]
+    if len(cards) < 2:
+        return []
+    use_sm = all(cs.sm is not None for cs in cards)
+    metric = "sm" if use_sm else "power"
+    vals = {cs.card: (cs.sm if use_sm else cs.power) for cs in cards}
+    if any(v is None for v in vals.values()):
+        return []
+    m = sum(vals.values()) / len(vals)
+    if m <= 0 or (max(vals.values()) - min(vals.values())) / m < 0.20 * relax:
+        return []
+    out_card = max(vals, key=vals.__getitem__)
+    ratio = 0.5 if use_sm else 0.6
+    waiting = [cs for cs in cards if cs.card != out_card and (cs.util or 0.0) >= 90.0
+               and vals[cs.card] <= ratio * vals[out_card]]
+    if len(waiting) < max(1, len(cards) // 2):
+        return []
+    confirm = "unconfirmed (no stacks)"
+    if w.has_stacks:
+        waits = []
+        for pid in w.judged_pids:
+            if set(w.cards_of(pid)) & {cs.card for cs in waiting}:
+                waits.append(w.stack(pid).share("sync", "collective"))
+        if waits and min(waits) < 0.20:
+            return []
+        if waits:
+            confirm = f"their ranks wait in sync/collective {pct(min(waits))}+ of the time"
+    impact = sum(1.0 - vals[cs.card] / vals[out_card] for cs in waiting) / len(cards)
+    rank = None
+    for pid in w.trainer_pids:
+        if out_card in w.cards_of(pid) and len(w.trainer_pids) > 1:
+            rank = w.rank_of(pid)
+    ev = {"path": "gpu", "metric": metric, "per_card": {str(c): round(v, 1) for c, v in vals.items()},
+          "util": {str(cs.card): round(cs.util or 0.0, 1) for cs in cards},
+          "waiting_cards": [cs.card for cs in waiting], "straggler_card": out_card, "confirmation": confirm}
+    who = f"rank {rank} on card {out_card}" if rank is not None else f"card {out_card}"
+    return [Finding("straggler", severity_for(impact), impact,
+                    f"{who} is the straggler: {len(waiting)} other card(s) show ~100% util with low {metric} "
+                    "(NCCL kernels spinning while they wait)", ev,
+                    FIX_STRAGGLER_GPU.format(rank=rank if rank is not None else f"on card {out_card}"),
+                    card=out_card, rank=rank)]

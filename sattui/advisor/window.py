@@ -18,11 +18,14 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sattui.advisor.base import AdvisorContext
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.timeline import Timeline
+
+if TYPE_CHECKING:
+    from sattui.advisor.ledger import JobLedger
 
 # advisor-rules.md §3.1 "Minimum evidence": ≥ 20 s of card samples and ≥ 300
 # main-thread stack samples in the window (at the sampling rate; spans count as
@@ -322,6 +325,8 @@ class Window:
         # and computed once.
         self.like = like
         self._stacks: dict[int, StackStats | None] = {}
+        # The time ledger over this window (sattui/advisor/ledger.py), set by the Advisor.
+        self.ledger: JobLedger | None = None
 
     @property
     def length_s(self) -> float:

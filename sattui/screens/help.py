@@ -13,9 +13,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
-from sattui.widgets.header import ViewState
 from sattui.states import State
 from sattui.vendors.nvml_events import CLOCK_REASONS
+from sattui.widgets.header import ViewState
 from sattui.widgets.viewdata import ViewData
 
 PARAGRAPHS = (

@@ -12,10 +12,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
+from sattui.states import state_of
 from sattui.textsafe import clean
 from sattui.widgets import fmt
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.states import state_of
 from sattui.widgets.rows import fit
 from sattui.widgets.stacktable import states_present, top_functions
 from sattui.widgets.viewdata import ViewData

@@ -13,6 +13,7 @@ from sattui.findings import Finding, evidence_text
 from sattui.textsafe import clean
 from sattui.widgets.viewdata import ViewData
 
+
 def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
     """``head`` then ``body`` wrapped under itself (a hanging indent), so the fix text of a
     finding stays one block at 80 columns. ``body`` may quote process and frame names:
