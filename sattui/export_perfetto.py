@@ -32,7 +32,7 @@ from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.frames import frame_label, is_user_frame
 from sattui.model import Frame
-from sattui.record import RecordingReader, _clean
+from sattui.recording import RecordingReader, clean_json
 from sattui.safefile import open_output
 
 # Card tracks need pids no real process has: Linux pids stay below 2**22 (pid_max).
@@ -157,7 +157,7 @@ class PerfettoExporter:
 
     def _emit(self, ev: dict[str, Any]) -> None:
         # NaN is not JSON (a recording's reader lets it through): null, as the recorder writes it
-        self._raw(json.dumps(_clean(ev), separators=(",", ":"), allow_nan=False))
+        self._raw(json.dumps(clean_json(ev), separators=(",", ":"), allow_nan=False))
 
     def _raw(self, text: str) -> None:
         # The hot events (slices, counters) are formatted by hand: json.dumps per event

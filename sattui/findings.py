@@ -89,7 +89,7 @@ class Finding:
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Finding:
         """A ``finding`` record read back (the reader has checked the field types,
-        sattui/record_schema.py); a severity this version does not know reads as info."""
+        sattui/recording/schema.py); a severity this version does not know reads as info."""
         try:
             sev = Severity(rec.get("severity"))
         except ValueError:

@@ -17,7 +17,7 @@ from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text
 from sattui.frames import frame_label, user_frame
 from sattui.model import Frame
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.states import COUNTED_NAMES, State
 from sattui.textsafe import clean, clean_argv, clean_lines

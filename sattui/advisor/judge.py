@@ -29,7 +29,7 @@ from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
 from sattui.advisor.window import Window
 from sattui.feed import Feed
 from sattui.findings import Severity
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.timeline import Timeline
 
 # A record may arrive a little after later ones (py-spy chunks are written when they

@@ -15,8 +15,8 @@ from textual.widgets import Footer, Static
 from sattui.screens.base import SubScreen
 from sattui.states import State
 from sattui.vendors.nvml_events import CLOCK_REASONS
+from sattui.view.data import ViewData
 from sattui.widgets.header import ViewState
-from sattui.widgets.viewdata import ViewData
 
 PARAGRAPHS = (
     ("Reading the strips",

@@ -234,9 +234,8 @@ def parse_chrometrace(data: list[dict], *, t0: float, pid_filter: int | None = N
 
 def parse_summary(stdout: str) -> tuple[int | None, int | None]:
     """(samples, errors) from py-spy's closing line ``... Samples: N Errors: M``."""
-    m = None
-    for m in _SAMPLES_ERRORS.finditer(stdout):
-        pass
+    found = list(_SAMPLES_ERRORS.finditer(stdout))
+    m = found[-1] if found else None
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 

@@ -1,6 +1,6 @@
 """The status header: trainer, uptime, backend, sampler, verdict, and every degraded state.
 
-Drawn from one :class:`~sattui.widgets.viewdata.ViewData` per redraw; the text is only
+Drawn from one :class:`~sattui.view.data.ViewData` per redraw; the text is only
 re-set when it changed, so a steady screen costs no layout.
 """
 
@@ -14,10 +14,10 @@ from textual.widget import Widget
 
 from sattui.sampler_status import SamplerStatus
 from sattui.textsafe import clean, clean_argv
-from sattui.widgets import fmt
-from sattui.widgets.rows import Run, fit
+from sattui.view import fmt
+from sattui.view.data import ViewData
+from sattui.view.lines import Run, fit
 from sattui.widgets.timechart import RunStyles
-from sattui.widgets.viewdata import ViewData
 
 HEADER_STYLES = ("title", "dim", "value", "good", "warn", "bad", "sim", "high", "medium", "low", "info", "paused")
 MAX_PROBLEM_LINES = 3

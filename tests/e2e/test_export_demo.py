@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sattui.export_perfetto import CARD_PID_BASE
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.e2e.conftest import _have_torch, run_sattui
 from tests.perfetto_check import check_events, load_trace, shares, state_seconds
 

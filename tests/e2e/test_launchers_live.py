@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, _have_torch, run_sattui
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
 
 

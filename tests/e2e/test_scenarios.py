@@ -345,5 +345,5 @@ def test_S13a_ddp_straggler(tmp_path):
     # per rank in the report (CONTRACT: trainer.ranks)
     by_rank = {x["rank"]: x for x in rep["trainer"]["ranks"]}
     assert sorted(by_rank) == [0, 1]
-    for r, true_ar, _seen, true_sleep, *_ in msgs:
+    for r, _true_ar, _seen, true_sleep, *_ in msgs:
         assert abs(by_rank[r]["states"].get("idle", 0.0) - true_sleep) <= 2 * SHARE_TOL, (by_rank[r], true_sleep)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.functional.conftest import FIXTURE
 from tests.functional.doubles import FrozenLive, status
 from tests.functional.test_app import SIZE, app_for, header_text, settle

@@ -2,7 +2,6 @@
 this machine cannot produce (GPM, clock reasons, PCIe, several cards)."""
 
 from sattui.advisor import rules_gpu as rg
-
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx, rules_of
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sattui.advisor import Judge
-from sattui.record import make_header
+from sattui.recording import make_header
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REC = os.path.join(ROOT, "tests", "fixtures", "recordings")

@@ -3,7 +3,6 @@ starved_unattributed (R19); the cost alerts, η, and util_anomaly."""
 
 from sattui.advisor import anomaly, cost
 from sattui.advisor import rules_system as rs
-
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx
 
 

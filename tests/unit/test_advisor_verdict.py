@@ -4,7 +4,6 @@ import dataclasses
 
 from sattui.advisor import Advisor, AdvisorContext, Finding, Verdict
 from sattui.advisor.verdict import RULES, explains
-
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx
 
 

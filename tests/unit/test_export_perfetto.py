@@ -15,7 +15,7 @@ import pytest
 from sattui.errors import SattuiError
 from sattui.export_perfetto import CARD_PID_BASE, PerfettoExporter, export_perfetto
 from sattui.model import Frame, StackChunk, StackSample
-from sattui.record import RecordingReader, make_header, stacks_to_record
+from sattui.recording import RecordingReader, make_header, stacks_to_record
 from sattui.report import build_report
 from tests.perfetto_check import check_events, load_trace, shares, state_seconds
 

@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 HEADLESS = [
-    "sattui.cli", "sattui.model", "sattui.timeline", "sattui.record", "sattui.report", "sattui.recorder",
-    "sattui.doctor", "sattui.trainer.procs", "sattui.trainer.stacks", "sattui.trainer.states",
+    "sattui.cli", "sattui.model", "sattui.timeline", "sattui.recording", "sattui.report", "sattui.recorder",
+    "sattui.doctor", "sattui.trainer.procs", "sattui.trainer.stacks", "sattui.trainer.classifier",
     "sattui.trainer.env", "sattui.session", "sattui.vendors.sim", "sattui.demo.launch", "sattui.feed",
 ]
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from sattui.errors import RecordingError, SattuiError, TargetError
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.session import LiveSession, ReplaySession, SessionStatus
 from sattui.vendors import sim
 

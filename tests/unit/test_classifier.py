@@ -1,4 +1,4 @@
-"""sattui.trainer.states on real py-spy stacks (tests/fixtures/stacks/) and small synthetic ones.
+"""sattui.trainer.classifier on real py-spy stacks (tests/fixtures/stacks/) and small synthetic ones.
 
 The fixtures were captured from real PyTorch processes with
 ``py-spy record --nonblocking --idle --threads -r 50 -d 3 -f raw`` (see the README there);
@@ -21,7 +21,7 @@ from sattui.frames import is_user_frame, read_source_line
 from sattui.model import Frame
 from sattui.states import COUNTED_NAMES
 from sattui.states import NAMES as STATES
-from sattui.trainer.states import (
+from sattui.trainer.classifier import (
     RULES,
     classify,
     explain,
