@@ -101,7 +101,7 @@ class AdvisorContext:
         ctx = cls(cards=list(header.get("cards") or []), env=dict(header.get("env") or {}),
                   pid=int(pid) if isinstance(pid, int) else None,
                   nspid=list(header.get("nspid") or []) or None,
-                  cpu_count=int(cpus) if known else usable_cpus(),
+                  cpu_count=int(cpus) if known and isinstance(cpus, (int, float)) else usable_cpus(),
                   cpu_count_known=known or here,
                   stack_rate_hz=header.get("stack_rate_hz"))
         if ctx.pid is None:

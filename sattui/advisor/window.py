@@ -129,6 +129,12 @@ class CardStats:
         return min(self.mems) if self.mems else None
 
     @cached_property
+    def mem_swing(self) -> float | None:
+        """(max − min) of memory used over the window, as a share of the card; None unknown."""
+        hi, lo, total = self.mem_used_max, self.mem_used_min, self.mem_total
+        return (hi - lo) / total if hi is not None and lo is not None and total else None
+
+    @cached_property
     def mem_used_mean(self) -> float | None:
         return sum(self.mems) / len(self.mems) if self.mems else None
 
@@ -337,11 +343,12 @@ class Window:
     @cached_property
     def cards(self) -> dict[int, CardStats]:
         got = self.timeline.window_all("card", self.t0, self.t1)
-        return {int(c): CardStats(int(c), s, self.ctx.card_info(int(c))) for c, s in sorted(got.items())}
+        return {c: CardStats(c, s, self.ctx.card_info(c)) for c, s in sorted(got.items()) if isinstance(c, int)}
 
     @cached_property
     def procs(self) -> dict[int, ProcStats]:
-        return {int(p): ProcStats(int(p), s) for p, s in self.timeline.window_all("proc", self.t0, self.t1).items()}
+        got = self.timeline.window_all("proc", self.t0, self.t1)
+        return {p: ProcStats(p, s) for p, s in got.items() if isinstance(p, int)}
 
     @cached_property
     def events(self) -> list[Event]:
@@ -359,6 +366,13 @@ class Window:
                 got.append(s if (a, b) == (s.t, s.t + s.dur) else replace(s, t=a, dur=b - a))
             self._stacks[pid] = StackStats(pid, got) if got else None
         return self._stacks[pid]
+
+    def judged_stack(self, pid: int) -> StackStats:
+        """The stacks of a pid in :attr:`judged_pids` (which have them by definition)."""
+        st = self.stack(pid)
+        if st is None:
+            raise KeyError(f"pid {pid} has no stacks in this window")
+        return st
 
     def stack_samples(self, pid: int, t0: float, t1: float) -> list[StackSample]:
         return self.timeline.window("stack", pid, max(t0, self.t0), min(t1, self.t1))
@@ -390,7 +404,7 @@ class Window:
             return mains
         if self.ctx.pid is not None:
             return [self.ctx.pid]
-        return sorted(int(k) for k in self.timeline.keys("stack"))
+        return sorted(k for k in self.timeline.keys("stack") if isinstance(k, int))
 
     def rank_of(self, pid: int) -> int | None:
         p = self.procs.get(pid)
