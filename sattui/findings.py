@@ -18,7 +18,7 @@ from typing import Any
 
 
 class Severity(str, Enum):
-    """How much a finding matters, lowest first (CONTRACT.md: ``high``, ``medium``,
+    """How much a finding matters, lowest first (the report's ``high``, ``medium``,
     ``low``, ``info``). A ``str``, so records and JSON keep the plain names."""
 
     INFO = "info"

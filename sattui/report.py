@@ -309,7 +309,7 @@ def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
 
 def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
     """The whole run's ledger into the report: ``trainer.ranks`` (each rank's states and
-    lost time) and ``cards[].idle`` (CONTRACT.md, report additions)."""
+    lost time) and ``cards[].idle`` (README, "the report")."""
     tr = rep.get("trainer")
     if tr is not None:
         ranks = []

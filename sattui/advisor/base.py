@@ -1,8 +1,8 @@
 """Core types of the advisor: findings, verdicts, the context, severities.
 
 Severity comes from impact, the estimated share of wall time that fixing the cause
-would recover, with TensorFlow Profiler's input-pipeline cut-offs (advisor-rules.md
-§1.1, §3.1): ≥ 20 % high, 5–20 % medium, below that low (or info when nothing is lost).
+would recover, with TensorFlow Profiler's input-pipeline cut-offs (docs/rules.md,
+"How rules are evaluated"): ≥ 20 % high, 5–20 % medium, below that low (or info when nothing is lost).
 A rule may floor or cap that where its anchor says so (e.g. R08 is at most medium while
 SM activity is ≥ 25 %, KempnerPulse).
 """

@@ -62,7 +62,7 @@ WAITING_MAIN_CORES = 0.3
 COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 
-# Causes of lost time (rule ids of CONTRACT.md, plus "idle" and "unknown").
+# Causes of lost time (rule ids of docs/rules.md, plus "idle" and "unknown").
 # Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
 # the rules decide over the window (from the free cores kept in the detail), not bin by bin.
 WORKER_BUSY = "worker_busy"

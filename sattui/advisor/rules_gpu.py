@@ -351,7 +351,7 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
 def link_degraded(w: Window, relax: float = 1.0) -> list[Finding]:
     """R13b — the PCIe link runs below its maximum generation or width.
 
-    Anchor: [sattui proposal] (advisor-rules.md R13b); links drop to a lower generation
+    Anchor: [sattui proposal] (docs/rules.md, R13b); links drop to a lower generation
     when idle to save power, hence only samples with U ≥ 30 % count. Threshold: current
     gen or width below the maximum in ≥ 80 % of them. Impact: (1 − U/100) × the bandwidth
     lost when the card is PCIe-bound (R13's traffic condition), else 0 (low: a fault to

@@ -27,7 +27,7 @@ from sattui.timeline import Timeline
 if TYPE_CHECKING:
     from sattui.advisor.ledger import JobLedger
 
-# advisor-rules.md §3.1 "Minimum evidence": ≥ 20 s of card samples and ≥ 300
+# docs/rules.md ("How rules are evaluated"), minimum evidence: ≥ 20 s of card samples and ≥ 300
 # main-thread stack samples in the window (at the sampling rate; spans count as
 # dur × rate samples).
 MIN_CARD_S = 20.0
@@ -469,7 +469,7 @@ class Window:
 
     @property
     def gpu_job(self) -> bool:
-        """advisor-rules.md §3.1: a GPU job has the trainer on at least one card."""
+        """docs/rules.md ("How rules are evaluated"): a GPU job has the trainer on at least one card."""
         return bool(self.job_cards)
 
     def cards_of(self, pid: int) -> list[int]:
