@@ -15,13 +15,16 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.safefile import FORCE_FLAG, check_output
 from sattui.textsafe import clean
 from sattui.vendors.base import AUTO, NONE, backend_names
+
+if TYPE_CHECKING:  # the recorder is imported where a command needs it (start-up cost)
+    from sattui.recorder import Recorder, RecordResult
 
 PROG = "sattui"
 # Error lines quote paths and tools' output: cut, so one line stays one screen line or few.
@@ -167,6 +170,21 @@ def build_monitor_parser(command: str) -> argparse.ArgumentParser:
     return p
 
 
+
+def _run_until_signal(rec: Recorder) -> RecordResult:
+    """Run a recorder with SIGINT/SIGTERM asking it to stop (the file stays readable),
+    the previous handlers put back after."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        rec.request_stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return rec.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
 def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--" in argv:
         i = argv.index("--")
@@ -207,16 +225,7 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     else:
         pid = None  # cards only
     rec = Recorder(pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = rec.run()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    result = _run_until_signal(rec)
     extra = ""
     if result.trainer_exit_code is not None:
         extra = f", trainer exit code {result.trainer_exit_code}"
@@ -344,16 +353,9 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     except OSError as e:
         raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
     rec = Recorder(child.pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = rec.run()
+        result = _run_until_signal(rec)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         if child.poll() is None:  # rec.run() failed before it could stop the trainer
             child.kill()
             child.wait()

@@ -72,7 +72,6 @@ _FORKSERVER_MARKER = "multiprocessing.forkserver"
 _INFRA_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
                   _FORKSERVER_MARKER)
 _COMPILE_MARKERS = ("_inductor/compile_worker", "_inductor.compile_worker")
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 # Errors that mean "this process (or thread) went away or hides from us while we
 # looked". Anything of these is a skip, never an exception out of sample().
@@ -225,29 +224,19 @@ def _joined(cmdline: Iterable[str]) -> str:
     return " ".join(cmdline)
 
 
+def _identity(pid: int) -> tuple[str, list[str], str | None]:
+    """``(comm, cmdline, exe)`` of a process, read afresh ("" / [] / None when gone)."""
+    comm = (_read_text(f"/proc/{pid}/comm") or "").strip()
+    got = _read_cmdline(pid)
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    return comm, got[1] if got else [], exe
+
 def is_launcher(comm: str, cmdline: list[str]) -> bool:
     """A torchrun / torch.distributed.run launcher (the elastic agent)."""
-    if comm == LAUNCHER_COMM:  # torch.distributed.run.run() names its thread so
-        return True
-    if not cmdline:
-        return False
-    if os.path.basename(cmdline[0]) == "torchrun":
-        return True
-    # python [flags] (torchrun-script | -m module): only the script or module counts,
-    # not an argument that happens to say "torchrun"
-    args = iter(cmdline[1:])
-    for arg in args:
-        if arg == "-m":
-            return next(args, "") in _LAUNCHER_MODULES
-        if arg == "-c":
-            return False
-        if arg in ("-X", "-W", "-Q"):
-            next(args, None)  # these flags take a value
-            continue
-        if arg.startswith("-"):
-            continue
-        return os.path.basename(arg) == "torchrun"
-    return False
+    return python_launcher(comm, cmdline) == "torchrun"
 
 
 def rank_from_env(env: dict[str, str] | None) -> int | None:
@@ -364,13 +353,7 @@ class ProcessTree:
         """None when the root is the trainer itself (a Python process that launches
         nothing), else what launches it: ``torchrun``, ``accelerate``, ``deepspeed``, or
         the name of a non-Python root (``bash``, ``srun`` …)."""
-        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
-        got = _read_cmdline(self.pid)
-        cmdline = got[1] if got else []
-        try:
-            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
-        except OSError:
-            exe = None
+        comm, cmdline, exe = _identity(self.pid)
         self._root_python = is_python(comm, cmdline, exe)
         if self._root_python:
             return python_launcher(comm, cmdline)
@@ -422,13 +405,7 @@ class ProcessTree:
     def info(self) -> dict[str, Any]:
         # read afresh, not cached: a process may exec again (a shell wrapper, pyenv's
         # torchrun shim) and the first read may have raced the child's exec
-        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
-        got = _read_cmdline(self.pid)
-        cmdline = got[1] if got else []
-        try:
-            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
-        except OSError:
-            exe = None
+        comm, cmdline, exe = _identity(self.pid)
         env = read_allowed_env(self.pid)
         return {
             "pid": self.pid,
