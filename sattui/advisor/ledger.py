@@ -77,9 +77,18 @@ def _add(d: dict[str, float], k: str, v: float) -> None:
         d[k] = d.get(k, 0.0) + v
 
 
-def _merge(into: dict[str, float], other: dict[str, float]) -> None:
+def _merge(into: dict[str, float], other: dict[str, float], sign: float = 1.0) -> None:
+    """Add ``other`` into ``into`` (``sign=-1``: take it out again; what is left at ~0 goes)."""
+    if sign > 0:
+        for k, v in other.items():
+            _add(into, k, v)
+        return
     for k, v in other.items():
-        _add(into, k, v)
+        left = into.get(k, 0.0) - v
+        if left > 1e-9:
+            into[k] = left
+        else:
+            into.pop(k, None)
 
 
 @dataclass
@@ -105,13 +114,13 @@ class RankLedger:
     def state_shares(self) -> dict[str, float]:
         return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
 
-    def merge(self, o: RankLedger) -> None:
-        self.wall_s += o.wall_s
-        self.steps += o.steps
-        _merge(self.states_s, o.states_s)
-        _merge(self.causes_s, o.causes_s)
+    def merge(self, o: RankLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.steps += int(sign) * o.steps
+        _merge(self.states_s, o.states_s, sign)
+        _merge(self.causes_s, o.causes_s, sign)
         for c, d in o.detail.items():
-            _merge(self.detail.setdefault(c, {}), d)
+            _merge(self.detail.setdefault(c, {}), d, sign)
 
 
 @dataclass
@@ -141,13 +150,13 @@ class CardLedger:
     by_state_s: dict[str, float] = field(default_factory=dict)
     by_cause_s: dict[str, float] = field(default_factory=dict)
 
-    def merge(self, o: CardLedger) -> None:
-        self.wall_s += o.wall_s
-        self.idle_s += o.idle_s
+    def merge(self, o: CardLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.idle_s += sign * o.idle_s
         self.pid = o.pid if o.pid is not None else self.pid
         self.rank = o.rank if o.rank is not None else self.rank
-        _merge(self.by_state_s, o.by_state_s)
-        _merge(self.by_cause_s, o.by_cause_s)
+        _merge(self.by_state_s, o.by_state_s, sign)
+        _merge(self.by_cause_s, o.by_cause_s, sign)
 
     @property
     def idle_share(self) -> float | None:
@@ -160,20 +169,19 @@ class JobLedger:
     cards: dict[int, CardLedger] = field(default_factory=dict)
     gpu_job: bool = False
 
-    def merge(self, o: JobLedger) -> None:
+    def merge(self, o: JobLedger, sign: float = 1.0) -> None:
+        """Add another ledger's seconds (``sign=-1``: take them out: a window moving on)."""
         self.gpu_job = self.gpu_job or o.gpu_job
         for pid, r in o.ranks.items():
-            if pid in self.ranks:
-                self.ranks[pid].merge(r)
-            else:
-                self.ranks[pid] = RankLedger(r.pid, r.rank)
-                self.ranks[pid].merge(r)
+            mine = self.ranks.get(pid)
+            if mine is None:
+                mine = self.ranks[pid] = RankLedger(r.pid, r.rank)
+            mine.merge(r, sign)
         for c, cl in o.cards.items():
-            if c in self.cards:
-                self.cards[c].merge(cl)
-            else:
-                self.cards[c] = CardLedger(c)
-                self.cards[c].merge(cl)
+            card = self.cards.get(c)
+            if card is None:
+                card = self.cards[c] = CardLedger(c)
+            card.merge(cl, sign)
 
     def cause_shares(self) -> dict[str, float]:
         """Each cause's share of the job's wall time: over the job's cards when the job
@@ -232,13 +240,15 @@ def classify_worker(s: ProcSample, age_s: float | None) -> dict[str, float]:
 class _RankInputs:
     """What the ledger reads about one rank over a window (computed once)."""
 
-    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]]) -> None:
+    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]],
+                 t0: float, t1: float) -> None:
         self.pid = pid
         self.rank = w.rank_of(pid)
         self.bins = bins
         self.interval = interval
-        # A bin's figures come from the tick after it: read a little past the window.
-        lo, hi = w.t0 - 2 * interval, w.t1 + 2 * interval
+        # The bins of [t0, t1) only; their figures come from the tick after each: read a
+        # little past.
+        lo, hi = t0 - 2 * interval, t1 + 2 * interval
         self.main_samples: list[ProcSample] = w.timeline.window("proc", pid, lo, hi)
         self.workers: dict[int, list[ProcSample]] = {
             p.pid: w.timeline.window("proc", p.pid, lo, hi) for p in w.workers_for(pid)}
@@ -417,17 +427,32 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
     return by_state, by_cause
 
 
-def _span_states(spans: Sequence[Any], starts: list[float], a: float, z: float) -> dict[str, float]:
-    """Seconds per state of one thread's spans inside ``[a, z)`` (startup left out)."""
-    out: dict[str, float] = {}
-    i = max(0, bisect.bisect_left(starts, a - SPAN_LOOKBACK_S))
-    while i < len(spans) and starts[i] < z:
-        s = spans[i]
-        i += 1
-        lo, hi = max(s.t, a), min(s.t + s.dur, z)
-        if hi > lo and s.state != State.STARTUP:
-            _add(out, s.state or State.OTHER, hi - lo)
-    return out
+class _SpanCursor:
+    """Seconds per state of one thread's spans inside successive stretches ``[a, z)``
+    (asked in time order, as a card's samples come): a forward-moving index, so each
+    stretch costs the spans it overlaps, not a search back over the lookback."""
+
+    def __init__(self, spans: Sequence[Any]) -> None:
+        self.spans = spans
+        self.starts = [s.t for s in spans]
+        self.longest = max((s.dur for s in spans), default=0.0)
+        self.i = 0
+
+    def states(self, a: float, z: float) -> dict[str, float]:
+        spans, starts = self.spans, self.starts
+        # Spans start in order; none that starts before a − longest can reach a.
+        floor_i = bisect.bisect_left(starts, a - self.longest, lo=self.i)
+        self.i = floor_i
+        out: dict[str, float] = {}
+        i = floor_i
+        while i < len(spans) and starts[i] < z:
+            s = spans[i]
+            i += 1
+            lo, hi = max(s.t, a), min(s.t + s.dur, z)
+            if hi > lo and s.state != State.STARTUP:
+                st = s.state or State.OTHER
+                out[st] = out.get(st, 0.0) + (hi - lo)
+        return out
 
 
 def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
@@ -441,8 +466,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
     src = bins_from or w
     interval = _proc_interval(sw)
     gpu = sw.gpu_job
-    pids = [p for p in sw.trainer_pids if sw.stack(p) is not None or p in sw.procs]
-    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid)) for pid in pids}
+    pids = [p for p in sw.trainer_pids if p in sw.procs or sw.timeline.series("stack", p) is not None]
+    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid), lo, hi) for pid in pids}
     multi = len(pids) > 1
     cpus = sw.ctx.cpu_count if sw.ctx.cpu_count_known else None
     out: dict[int, JobLedger] = {}
@@ -472,12 +497,14 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             continue  # a card nobody uses is idle, not starved
         user = _card_pid(sw, c, pids)
         rank = sw.rank_of(user) if user is not None else None
-        spans = w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else []
-        starts = [sp.t for sp in spans]
-        for b, a, z, util in _card_pieces(cs.samples, lo, hi):
+        cursor = _SpanCursor(w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else [])
+        # the samples of [lo, hi) and the one before (its time is where the first one starts)
+        first = max(0, bisect_t(cs.samples, lo) - 1)
+        last = bisect_t(cs.samples, hi + 1.0)
+        for b, a, z, util in _card_pieces(cs.samples[first:last], lo, hi):
             dt = z - a
             idle = max(0.0, 1.0 - util / 100.0) * dt
-            states = _span_states(spans, starts, a, z)
+            states = cursor.states(a, z)
             got = rank_bins.get(user, {}).get(b) if user is not None else None
             by_state, by_cause = card_piece_causes(idle, states, got)
             cl = job_at(b).cards.get(c)
@@ -514,6 +541,11 @@ class LedgerBook:
         self._bins: dict[int, JobLedger] = {}
         self._done: int | None = None  # bins below this are computed
         self.on_close = on_close
+        # The last window asked for, kept as a running sum: the next one (the window moved
+        # on by a few seconds) adds the new bins and takes out the old, instead of summing
+        # two minutes of bins every evaluation.
+        self._win: JobLedger | None = None
+        self._win_lo = self._win_hi = 0
 
     def update(self, w: Window, wl: Window, settled_t: float) -> None:
         """Compute the bins up to ``settled_t`` not done yet (``w``: the short window
@@ -535,8 +567,24 @@ class LedgerBook:
         self.close_before(10 ** 12)
 
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
-        lo, hi = math.floor(t0 / BIN_S), math.ceil(t1 / BIN_S)
-        return total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+        """The ledger over ``[t0, t1)``. The object returned is the book's running sum:
+        read it before the next call. Only whole bins before ``t1`` count (the book
+        computes a bin once its second is over)."""
+        lo, hi = math.floor(t0 / BIN_S), math.floor(t1 / BIN_S)
+        win = self._win
+        movable = (win is not None and lo >= self._win_lo and hi >= self._win_hi
+                   and all(b in self._bins for b in range(self._win_lo, min(lo, self._win_hi))))
+        if win is None or not movable:
+            win = total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+        else:
+            for b in range(self._win_hi, hi):
+                if b in self._bins and b >= lo:
+                    win.merge(self._bins[b])
+            for b in range(self._win_lo, min(lo, self._win_hi)):
+                win.merge(self._bins[b], -1.0)
+        win.gpu_job = gpu_job
+        self._win, self._win_lo, self._win_hi = win, lo, hi
+        return win
 
 
 def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:

@@ -358,12 +358,17 @@ class Window:
         if pid not in self._stacks:
             # A span that began before the window but runs into it counts for the part
             # inside: dropping it whole made a fully sampled window look short of evidence.
-            got = []
-            for s in self.timeline.window("stack", pid, self.t0 - SPAN_LOOKBACK_S, self.t1):
-                a, b = max(s.t, self.t0), min(s.t + s.dur, self.t1)
-                if b <= a:
-                    continue
-                got.append(s if (a, b) == (s.t, s.t + s.dur) else replace(s, t=a, dur=b - a))
+            # One thread's spans follow each other, so only the first few (begun before t0)
+            # and the last (running past t1) need cutting; the rest are taken as they are.
+            t0, t1 = self.t0, self.t1
+            spans = self.timeline.window("stack", pid, t0 - SPAN_LOOKBACK_S, t1)
+            i0 = bisect_t(spans, t0)
+            got = [replace(s, t=t0, dur=min(s.t + s.dur, t1) - t0) for s in spans[:i0] if s.t + s.dur > t0]
+            j = len(spans)
+            while j > i0 and spans[j - 1].t + spans[j - 1].dur > t1:
+                j -= 1
+            got += spans[i0:j]
+            got += [replace(s, dur=t1 - s.t) for s in spans[j:] if t1 > s.t]
             self._stacks[pid] = StackStats(pid, got) if got else None
         return self._stacks[pid]
 
