@@ -1,27 +1,36 @@
-"""Overhead of `sattui record` on a real PyTorch trainer, and sattui's own cost.
+"""Slowdown of a real PyTorch trainer while sattui is attached, and sattui's own cost.
 
-For each trainer, runs alternate: the trainer alone, then the trainer with
-`sattui record --pid` attached, repeated in pairs. Steps/s come from the trainer's own
-per-second log over the same window of each run; the figure is the median of the
-per-pair ratios. While recording, sattui's own CPU is split into the py-spy sampler
-(sattui's reaped py-spy children) and the rest (the sattui process itself), in cores,
-with its peak RSS.
+One long-running trainer (the compute-bound example, logging the time of every step),
+and sattui attached and detached in alternation: OFF, ON, OFF, ON, …, OFF. Comparing
+phases of one process cancels what separate runs differ by (start-up, memory layout,
+±5–10 % here) and slow machine drift: each ON phase is compared with the mean of the
+two OFF phases around it. The figure is the median of those ratios with a bootstrap
+95 % confidence interval.
 
-    python bench/overhead.py                 # both trainers, 3 pairs, 20 s windows
-    python bench/overhead.py --pairs 5 --window 30
-    python bench/overhead.py --pin           # trainer on CPU 0, sattui and py-spy on CPU 1
+    python bench/overhead.py                          # 2 trainers × 2 rates, 20 cycles of 5 s
+    python bench/overhead.py --cycles 6 --phase 4     # a short run to see it work
+    python bench/overhead.py --trainer small --rate 20
+    python bench/overhead.py --pin                    # trainer on CPU 0, sattui and py-spy on CPU 1
 
-On a box whose cores the trainer keeps busy, any CPU sattui takes comes out of the
-trainer (about sattui's cores / the box's cores). ``--pin`` gives each side its own
-core, as on a GPU server with cores to spare, so the ratio shows what attaching costs
-beyond that CPU (py-spy's memory reads, /proc reads).
+An ON phase: `sattui record --pid P --duration D` is started, measured from
+``--attach-s`` (6 s) after its start until it ends — its own imports, py-spy's first
+start and the first chunks, after which the sampler fits its rate to its 10 %-of-a-core
+budget, are left out: a user attaches once for hours; the next OFF phase starts
+``--settle-s`` after it exited. Steps/s of a phase = (steps − 1) / (last − first step
+end) over the steps that ended inside it, from the trainer's own log of step times.
+
+Rates: ``default`` is sattui's default py-spy rate (``DEFAULT_RATE_HZ``), ``20`` is 20 Hz.
+Trainers: ``small`` (the main thread and a few helper threads), ``60-thread`` (56 idle
+threads more, as CUDA/NCCL/OpenMP pools give a real trainer: py-spy reads every thread).
+While ON, sattui's own CPU is split into the py-spy sampler (its reaped children) and
+the rest (the sattui process), in cores.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -32,6 +41,9 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from sattui.trainer.stacks import DEFAULT_RATE_HZ  # noqa: E402
 
 TRAINERS = {
     "small": ["--scenario", "compute_bound"],
@@ -39,113 +51,163 @@ TRAINERS = {
 }
 
 
-def _truth(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _steps_per_s(lines: list[dict], t_from: float, t_to: float) -> float:
-    """Steps/s between two trainer-elapsed times, from the trainer's own log."""
-    a = min(lines, key=lambda r: abs(r["elapsed_s"] - t_from))
-    b = min(lines, key=lambda r: abs(r["elapsed_s"] - t_to))
-    return (b["steps"] - a["steps"]) / (b["elapsed_s"] - a["elapsed_s"])
-
-
 def _on_cpus(cpus: set[int] | None):
-    """A preexec function pinning the child (and what it forks) to ``cpus``."""
     if not cpus:
         return None
     return lambda: os.sched_setaffinity(0, cpus)
 
 
-def one_run(trainer_args: list[str], window_s: float, with_sattui: bool, out_dir: Path,
-            trainer_cpus: set[int] | None = None, sattui_cpus: set[int] | None = None) -> dict:
-    truth = out_dir / f"truth-{time.monotonic_ns()}.jsonl"
-    settle_s = 3.0
-    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *trainer_args,
-                           "--seconds", str(window_s + settle_s + 15), "--truth", str(truth)],
-                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          preexec_fn=_on_cpus(trainer_cpus))
+def _step_times(path: Path) -> list[float]:
     try:
-        while len(_truth(truth)) < 2:
-            if tr.poll() is not None:
-                raise SystemExit("trainer died")
-            time.sleep(0.1)
-        time.sleep(settle_s)
-        start_elapsed = _truth(truth)[-1]["elapsed_s"]
-        res: dict = {}
-        if with_sattui:
-            rec = out_dir / f"rec-{time.monotonic_ns()}.jsonl"
-            sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "-o", str(rec),
-                                   "--duration", str(window_s)], cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  preexec_fn=_on_cpus(sattui_cpus))
-            ps = psutil.Process(sp.pid)
-            rss_max = 0
-            t0 = time.monotonic()
-            last = None
-            while sp.poll() is None:
-                try:
-                    with ps.oneshot():
-                        rss_max = max(rss_max, ps.memory_info().rss)
-                        last = ps.cpu_times()
-                except psutil.Error:
-                    break
-                time.sleep(0.5)
-            wall = time.monotonic() - t0
-            sp.wait()
-            if last is not None:
-                res["sattui_cpu_cores"] = (last.user + last.system) / wall
-                res["sampler_cpu_cores"] = (last.children_user + last.children_system) / wall
-            res["sattui_rss_mb"] = rss_max / 1e6
-            res["record_bytes"] = rec.stat().st_size if rec.exists() else 0
-        else:
-            time.sleep(window_s)
-        end_elapsed = _truth(truth)[-1]["elapsed_s"]
-        res["steps_per_s"] = _steps_per_s(_truth(truth), start_elapsed, end_elapsed)
-        return res
+        text = path.read_text()
+    except OSError:
+        return []
+    # the last line may be half-written
+    return [float(x) for x in text.splitlines()[:-1] if x.strip()]
+
+
+def steps_per_s(times: list[float], t0: float, t1: float) -> float | None:
+    inside = [t for t in times if t0 <= t < t1]
+    if len(inside) < 3 or inside[-1] <= inside[0]:
+        return None
+    return (len(inside) - 1) / (inside[-1] - inside[0])
+
+
+def bootstrap_median_ci(xs: list[float], n: int = 10000, seed: int = 1) -> tuple[float, float]:
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def sattui_phase(pid: int, rate_hz: float, attach_s: float, phase_s: float, out_dir: Path,
+                 cpus: set[int] | None) -> tuple[float, float, dict]:
+    """One ON phase: returns the measured window and sattui's own cost."""
+    rec = out_dir / f"rec-{time.monotonic_ns()}.jsonl"
+    start = time.monotonic()
+    sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(pid), "-o", str(rec),
+                           "--backend", "none", "--rate", str(rate_hz), "--duration", str(attach_s + phase_s)],
+                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_on_cpus(cpus))
+    ps = psutil.Process(sp.pid)
+    rss = 0
+    at_window: psutil._common.pcputimes | None = None
+    last = None
+    t0 = start + attach_s
+    while sp.poll() is None:
+        try:
+            with ps.oneshot():
+                rss = max(rss, ps.memory_info().rss)
+                last = ps.cpu_times()
+        except psutil.Error:
+            break
+        if at_window is None and time.monotonic() >= t0:
+            at_window = last
+        time.sleep(0.25)
+    end = time.monotonic()
+    sp.wait()
+    cost: dict = {"rss_mb": rss / 1e6, "record_bytes": rec.stat().st_size if rec.exists() else 0}
+    if at_window is not None and last is not None and end > t0:
+        wall = end - t0  # CPU inside the measured window only (the imports before it left out)
+        cost["sattui_cores"] = (last.user + last.system - at_window.user - at_window.system) / wall
+        cost["sampler_cores"] = (last.children_user + last.children_system
+                                 - at_window.children_user - at_window.children_system) / wall
+    rec.unlink(missing_ok=True)
+    return t0, start + attach_s + phase_s, cost
+
+
+def run_config(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Path,
+               trainer_cpus: set[int] | None, sattui_cpus: set[int] | None) -> dict:
+    times_file = out_dir / f"steps-{name}-{rate_hz:g}-{time.monotonic_ns()}.txt"
+    per_cycle = 2 * args.phase + args.attach_s + 2 * args.settle_s + 1
+    total = args.warmup + (args.cycles + 1) * per_cycle + 30
+    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *TRAINERS[name], "--seconds", str(total),
+                           "--step-times", str(times_file)], cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, preexec_fn=_on_cpus(trainer_cpus))
+    try:
+        end = time.monotonic() + 120
+        while len(_step_times(times_file)) < 5:
+            if tr.poll() is not None or time.monotonic() > end:
+                raise SystemExit(f"trainer {name} did not start")
+            time.sleep(0.2)
+        time.sleep(args.warmup)
+        offs: list[tuple[float, float]] = []
+        ons: list[tuple[float, float, dict]] = []
+        for i in range(args.cycles + 1):
+            a = time.monotonic()
+            time.sleep(args.phase)
+            offs.append((a, a + args.phase))
+            if i == args.cycles:
+                break
+            ons.append(sattui_phase(tr.pid, rate_hz, args.attach_s, args.phase, out_dir, sattui_cpus))
+            time.sleep(args.settle_s)
+        time.sleep(0.5)
+        times = _step_times(times_file)
     finally:
         tr.terminate()
         try:
             tr.wait(10)
         except subprocess.TimeoutExpired:
             tr.kill()
+            tr.wait()
+        times_file.unlink(missing_ok=True)
+    off_rates = [steps_per_s(times, a, b) for a, b in offs]
+    ratios, on_rates = [], []
+    for i, (a, b, _cost) in enumerate(ons):
+        on = steps_per_s(times, a, b)
+        before, after = off_rates[i], off_rates[i + 1]
+        on_rates.append(on)
+        if on is not None and before is not None and after is not None:
+            ratios.append(on / ((before + after) / 2))
+    costs = [c for _a, _b, c in ons if "sattui_cores" in c]
+    return {"name": name, "rate": rate_hz, "ratios": ratios,
+            "off": [r for r in off_rates if r is not None], "on": [r for r in on_rates if r is not None],
+            "sattui_cores": statistics.median(c["sattui_cores"] for c in costs) if costs else None,
+            "sampler_cores": statistics.median(c["sampler_cores"] for c in costs) if costs else None,
+            "rss_mb": max((c["rss_mb"] for _a, _b, c in ons), default=None),
+            "record_kBps": statistics.median(c["record_bytes"] for _a, _b, c in ons) / 1e3
+            / (args.attach_s + args.phase) if ons else None}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--window", type=float, default=20.0, help="seconds measured per run")
+    ap.add_argument("--cycles", type=int, default=20, help="ON phases (there is one OFF phase more)")
+    ap.add_argument("--phase", type=float, default=5.0, help="seconds measured per phase")
+    ap.add_argument("--attach-s", type=float, default=6.0,
+                    help="seconds after sattui starts before its phase is measured: its imports, py-spy's start, "
+                         "and two 2 s chunks for the sampler to fit its rate to its CPU budget")
+    ap.add_argument("--settle-s", type=float, default=1.0, help="seconds after sattui exits before an OFF phase")
+    ap.add_argument("--warmup", type=float, default=8.0, help="seconds of training before the first phase")
     ap.add_argument("--trainer", choices=sorted(TRAINERS), action="append")
+    ap.add_argument("--rate", choices=["default", "20"], action="append")
     ap.add_argument("--pin", action="store_true", help="trainer on CPU 0, sattui (and its py-spy) on CPU 1")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     if args.pin and len(cpus) < 2:
         raise SystemExit("--pin needs two usable CPUs")
     trainer_cpus, sattui_cpus = ({cpus[0]}, {cpus[1]}) if args.pin else (None, None)
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load {os.getloadavg()[0]:.2f}"
-          + (f"; trainer on CPU {cpus[0]}, sattui on CPU {cpus[1]}" if args.pin else ""))
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
+    rates = [DEFAULT_RATE_HZ if r == "default" else 20.0 for r in (args.rate or ["default", "20"])]
+    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load {os.getloadavg()[0]:.2f}; "
+          f"{args.cycles} cycles of {args.phase:g} s ON / OFF"
+          + (f"; trainer on CPU {cpus[0]}, sattui on CPU {cpus[1]}" if args.pin else ""), flush=True)
+    with tempfile.TemporaryDirectory(prefix="sattui-overhead-") as tmp:
         for name in args.trainer or list(TRAINERS):
-            ratios, runs = [], []
-            for i in range(args.pairs):
-                alone = one_run(TRAINERS[name], args.window, False, out, trainer_cpus, sattui_cpus)
-                withs = one_run(TRAINERS[name], args.window, True, out, trainer_cpus, sattui_cpus)
-                ratios.append(withs["steps_per_s"] / alone["steps_per_s"])
-                runs.append(withs)
-                print(f"  {name} pair {i + 1}: alone {alone['steps_per_s']:.1f} steps/s, with sattui "
-                      f"{withs['steps_per_s']:.1f} steps/s (ratio {ratios[-1]:.3f}); sampler "
-                      f"{withs['sampler_cpu_cores'] * 100:.1f} % of a core, rest {withs['sattui_cpu_cores'] * 100:.1f} %,"
-                      f" RSS {withs['sattui_rss_mb']:.0f} MB", flush=True)
-            med = statistics.median(ratios)
-            print(f"{name}: median steps/s ratio {med:.3f} (slowdown {(1 - med) * 100:+.1f} %); "
-                  f"sampler {statistics.median(r['sampler_cpu_cores'] for r in runs) * 100:.1f} % of a core; "
-                  f"rest of sattui {statistics.median(r['sattui_cpu_cores'] for r in runs) * 100:.1f} %; "
-                  f"RSS {max(r['sattui_rss_mb'] for r in runs):.0f} MB; "
-                  f"recording {statistics.median(r['record_bytes'] for r in runs) / args.window / 1e3:.1f} kB/s",
-                  flush=True)
+            for rate in rates:
+                r = run_config(name, rate, args, Path(tmp), trainer_cpus, sattui_cpus)
+                if not r["ratios"]:
+                    print(f"{name} @ {rate:g} Hz: no complete cycle (trainer too slow?)", flush=True)
+                    continue
+                med = statistics.median(r["ratios"])
+                lo, hi = bootstrap_median_ci(r["ratios"])
+                cost = ""
+                if r["sattui_cores"] is not None:
+                    cost = (f"; sampler {r['sampler_cores'] * 100:.1f} % of a core, rest of sattui "
+                            f"{r['sattui_cores'] * 100:.1f} %, RSS {r['rss_mb']:.0f} MB, "
+                            f"recording {r['record_kBps']:.1f} kB/s")
+                print(f"{name} @ {rate:g} Hz: steps/s ratio ON/OFF median {med:.4f} "
+                      f"(slowdown {(1 - med) * 100:+.2f} %, 95 % CI {(1 - hi) * 100:+.2f} … {(1 - lo) * 100:+.2f} %) "
+                      f"over {len(r['ratios'])} cycles; OFF {statistics.median(r['off']):.2f} steps/s "
+                      f"[{min(r['off']):.2f}–{max(r['off']):.2f}], ON {statistics.median(r['on']):.2f} "
+                      f"[{min(r['on']):.2f}–{max(r['on']):.2f}]{cost}; load {os.getloadavg()[0]:.2f}", flush=True)
+                print("  ratios: " + " ".join(f"{x:.3f}" for x in r["ratios"]), flush=True)
     return 0
 
 

@@ -26,7 +26,6 @@ import argparse
 import importlib.metadata
 import os
 import platform
-import random
 import resource
 import statistics
 import subprocess

@@ -39,8 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sattui.vendors.base import REGISTRY, Backend, load_all  # noqa: E402
-from sattui.vendors.tool import run_tool  # noqa: E402
 from sattui.vendors.drm import DrmBackend  # noqa: E402
+from sattui.vendors.tool import run_tool  # noqa: E402
 from tests.e2e.test_record_backends_cli import GMI_S5000, VENDORS  # noqa: E402
 from tests.unit.test_vendor_drm import FDINFO, _amdgpu_tree, _proc_fd  # noqa: E402
 from tests.vendor_tools import calls, install_tool, isolate_path  # noqa: E402

@@ -5,7 +5,7 @@ batch its ``on_update`` posts a :class:`SessionUpdated` message (``post_message`
 thread-safe and, unlike ``call_from_thread``, does not make the sampler wait for the UI
 loop). The UI redraws on a ``set_interval`` timer (2 Hz by default, DESIGN.md: 2–4 Hz),
 and only when something changed: new samples, the clock moving the window, a key. Each
-redraw reads the session once (:class:`~sattui.widgets.viewdata.ViewData`) and bins
+redraw reads the session once (:class:`~sattui.view.data.ViewData`) and bins
 once for the visible screen.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
@@ -33,10 +33,10 @@ from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import strip_css
 from sattui.textsafe import clean
-from sattui.widgets import fmt
-from sattui.widgets.binning import BinCache
+from sattui.view import fmt
+from sattui.view.binning import BinCache
+from sattui.view.data import ViewData
 from sattui.widgets.header import ViewState
-from sattui.widgets.viewdata import ViewData
 
 if TYPE_CHECKING:
     from sattui.session import Session

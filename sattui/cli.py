@@ -1,5 +1,5 @@
 """Command line: the monitor (``sattui [--pid PID | -- CMD]``), ``replay``, ``demo``,
-``record``, ``report``, ``doctor``.
+``record``, ``report``, ``export``, ``doctor``.
 
 Every failure a user can cause ends with one line on stderr and a non-zero exit. The
 full-screen UI (Textual) is imported only by the monitor commands, so ``record``,
@@ -15,13 +15,16 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.safefile import FORCE_FLAG, check_output
 from sattui.textsafe import clean
 from sattui.vendors.base import AUTO, NONE, backend_names
+
+if TYPE_CHECKING:  # the recorder is imported where a command needs it (start-up cost)
+    from sattui.recorder import Recorder, RecordResult
 
 PROG = "sattui"
 # Error lines quote paths and tools' output: cut, so one line stays one screen line or few.
@@ -138,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("file", metavar="FILE")
     rep.add_argument("--json", action="store_true", help="print sattui.report/1 JSON")
 
+    exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
+                         description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
+                                     "state slices per trainer process, counters per card and worker, "
+                                     "findings and events as instants (docs/format.md).")
+    exp.add_argument("file", metavar="FILE", help="the recording")
+    exp.add_argument("--perfetto", required=True, metavar="OUT.json", help="the trace to write")
+    exp.add_argument("--force", action="store_true", help="replace OUT.json if it exists")
+
     doc = sub.add_parser("doctor", help="what works on this machine, and why not",
                          description="Check permissions and tools sattui needs, and what containers and hosts "
                                      "get wrong for a training job (with --pid: for that trainer).")
@@ -172,6 +183,21 @@ def build_monitor_parser(command: str) -> argparse.ArgumentParser:
     return p
 
 
+
+def _run_until_signal(rec: Recorder) -> RecordResult:
+    """Run a recorder with SIGINT/SIGTERM asking it to stop (the file stays readable),
+    the previous handlers put back after."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        rec.request_stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return rec.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
 def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--" in argv:
         i = argv.index("--")
@@ -186,7 +212,7 @@ def _err(msg: str) -> None:
 
 
 def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.procs import resolve_pid
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
@@ -212,16 +238,7 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     else:
         pid = None  # cards only
     rec = Recorder(pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = rec.run()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    result = _run_until_signal(rec)
     extra = ""
     if result.trainer_exit_code is not None:
         extra = f", trainer exit code {result.trainer_exit_code}"
@@ -335,7 +352,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     from sattui.demo.launch import DemoScenario, trainer_command
-    from sattui.recorder import RecordOptions, Recorder
+    from sattui.recorder import Recorder, RecordOptions
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
     assert isinstance(sc, DemoScenario)
@@ -348,16 +365,9 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     except OSError as e:
         raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
     rec = Recorder(child.pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = rec.run()
+        result = _run_until_signal(rec)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         if child.poll() is None:  # rec.run() failed before it could stop the trainer
             child.kill()
             child.wait()
@@ -373,6 +383,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     for w in warnings:
         _err(f"warning: {w}")
     print(report.format_json(rep) if args.json else report.format_text(rep))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from sattui.export_perfetto import export_perfetto
+
+    counts = export_perfetto(args.file, args.perfetto, force=args.force, on_warning=lambda w: _err(f"warning: {w}"))
+    _err(f"wrote {args.perfetto}: {counts['slices']} state slices, {counts['counters']} counter points, "
+         f"{counts['instants']} findings and events")
     return 0
 
 
@@ -405,6 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "doctor":
             return cmd_doctor(args)
+        if args.command == "export":
+            return cmd_export(args)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "demo":

@@ -23,7 +23,7 @@ from typing import Any
 
 from sattui.findings import Finding
 from sattui.model import CardSample, Event, ProcSample
-from sattui.record import samples_from_record
+from sattui.recording import samples_from_record
 from sattui.timeline import Timeline
 
 _CARD_FIELDS = tuple(f.name for f in fields(CardSample))
@@ -32,7 +32,7 @@ _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
 def card_from_record(rec: dict[str, Any]) -> CardSample:
-    # The reader has checked each field's type (sattui/record_schema.py).
+    # The reader has checked each field's type (sattui/recording/schema.py).
     fields_: dict[str, Any] = {k: rec.get(k) for k in _CARD_FIELDS}
     return CardSample(**fields_)
 

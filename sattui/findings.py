@@ -18,7 +18,7 @@ from typing import Any
 
 
 class Severity(str, Enum):
-    """How much a finding matters, lowest first (CONTRACT.md: ``high``, ``medium``,
+    """How much a finding matters, lowest first (the report's ``high``, ``medium``,
     ``low``, ``info``). A ``str``, so records and JSON keep the plain names."""
 
     INFO = "info"
@@ -89,7 +89,7 @@ class Finding:
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Finding:
         """A ``finding`` record read back (the reader has checked the field types,
-        sattui/record_schema.py); a severity this version does not know reads as info."""
+        sattui/recording/schema.py); a severity this version does not know reads as info."""
         try:
             sev = Severity(rec.get("severity"))
         except ValueError:
@@ -119,7 +119,7 @@ def view_order(findings: Iterable[Finding]) -> list[Finding]:
 
 # -- evidence in words ----------------------------------------------------------------
 
-_SHARE_SUFFIXES = ("share", "_ratio", "_frac", "fraction")
+_SHARE_SUFFIXES = ("share", "shares", "_ratio", "_frac", "fraction")
 MAX_VALUE_CHARS = 90
 
 
@@ -143,8 +143,10 @@ def evidence_value(key: str, v: Any, limit: int = MAX_VALUE_CHARS) -> str:
             return f"{v * 100:.0f}%"
         return f"{v:.3g}"
     if isinstance(v, dict):
-        parts = [f"{_words(k)} {evidence_value(k, x, limit)}" if k not in ("site", "name", "rule") else
-                 evidence_value(k, x, limit) for k, x in v.items() if x not in (None, [], {}, "")]
+        # The values of a share-named record ("phase_shares") are shares too.
+        inner = (lambda k: key) if _is_share(key) else (lambda k: k)
+        parts = [f"{_words(k)} {evidence_value(inner(k), x, limit)}" if k not in ("site", "name", "rule") else
+                 evidence_value(inner(k), x, limit) for k, x in v.items() if x not in (None, [], {}, "")]
         return _cut(" ".join(parts), limit)
     if isinstance(v, (list, tuple)):
         out: list[str] = []

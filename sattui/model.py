@@ -1,6 +1,6 @@
 """Plain dataclasses for everything sattui samples.
 
-Field names follow the recording contract (``../shared/CONTRACT.md``): units are in
+Field names follow the recording format (docs/format.md): units are in
 the names where the contract puts them there (``power_w``, ``read_Bps``); ``rss`` and
 ``mem_used`` are bytes, ``cpu`` is cores (1.0 = one core busy). ``None`` always means
 "the source did not say", never zero.

@@ -13,10 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text
 from sattui.frames import frame_label, user_frame
 from sattui.model import Frame
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.states import COUNTED_NAMES, State
 from sattui.textsafe import clean, clean_argv, clean_lines
@@ -25,6 +26,7 @@ REPORT_FORMAT = "sattui.report/1"
 MAX_DISTINCT_STACKS = 20000
 TOP_STACKS = 10
 MAX_PAST_PROCS = 10000  # rows kept for processes whose pid was taken again later
+MAX_FOUND = 100  # trainers found below a launcher, kept for the report
 # The text report quotes names other users chose (command line, process, frame and card
 # names): every line is escaped and cut here (sattui/textsafe.py); --json keeps them exact.
 TEXT_LINE_MAX = 1000
@@ -80,6 +82,7 @@ class ReportBuilder:
         self.rates: set[float] = set()
         self.cards: dict[int, _CardAgg] = {}
         self.events: list[dict[str, Any]] = []
+        self.found: list[dict[str, Any]] = []  # trainers found below a launcher
 
     def add(self, rec: dict[str, Any]) -> None:
         t = float(rec["t"])
@@ -94,6 +97,9 @@ class ReportBuilder:
         elif kind == "event":
             if len(self.events) < 1000:
                 self.events.append(rec)
+            if rec.get("type") == "trainer_found" and len(self.found) < MAX_FOUND:
+                self.found.append({k: rec.get(k) for k in ("t", "pid", "rank", "under", "launcher", "reason",
+                                                           "message")})
             if rec.get("type") == "proc_exited" and isinstance(rec.get("pid"), int):
                 self._exited_pids.add(rec["pid"])
             if rec.get("type") in ("card_lost", "card_recovered") and isinstance(rec.get("card"), int):
@@ -224,6 +230,9 @@ class ReportBuilder:
                 "startup_excluded_s": round(self.startup_s, 2),
                 "sampler": self._sampler_status(),
             }
+            if h.get("launcher") or self.found:
+                trainer["launcher"] = h.get("launcher")
+                trainer["found"] = self.found
         cards = []
         infos = {c.get("card"): c for c in h.get("cards") or []}
         for c in sorted(set(infos) | set(self.cards), key=lambda x: (x is None, x)):
@@ -255,10 +264,15 @@ class ReportBuilder:
 
     def _sampler_status(self) -> dict[str, Any]:
         problems = [e for e in self.events if e.get("type") in NO_STACK_EVENTS]
+        problem = problems[-1].get("message") if problems else None
+        launcher = self.header.get("launcher")
+        if problem is None and launcher and not self.found and not self.stack_chunks:
+            what = "not a Python process" if launcher not in ("torchrun", "accelerate", "deepspeed") else "a launcher"
+            problem = f"{what} ({launcher}), and no trainer was found below it"
         return {
             "rate_hz": max(self.rates) if self.rates else None,
             "chunks": self.stack_chunks,
-            "problem": problems[-1].get("message") if problems else None,
+            "problem": problem,
         }
 
     @staticmethod
@@ -289,7 +303,43 @@ def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
         judge.add(rec)
     rep = builder.result()
     rep.update(judge.result())
+    add_ledger(rep, judge.ledger)
     return rep, reader.warnings
+
+
+def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
+    """The whole run's ledger into the report: ``trainer.ranks`` (each rank's states and
+    lost time) and ``cards[].idle`` (README, "the report")."""
+    tr = rep.get("trainer")
+    if tr is not None:
+        ranks = []
+        for r in sorted(ledger.ranks.values(), key=lambda r: (r.rank is None, r.rank, r.pid)):
+            if r.wall_s <= 0:
+                continue
+            ranks.append({"rank": r.rank, "pid": r.pid,
+                          "states": {k: round(v / r.wall_s, 4) for k, v in _ordered(r.states_s)},
+                          "lost": {k: round(v / r.wall_s, 4) for k, v in
+                                   sorted(r.causes_s.items(), key=lambda kv: -kv[1])},
+                          "sampled_s": round(r.wall_s, 2)})
+        tr["ranks"] = ranks
+    for c in rep.get("cards") or []:
+        cl = ledger.cards.get(c["card"])
+        if cl is not None and cl.wall_s > 0:
+            c["idle"] = {"share": round(cl.idle_s / cl.wall_s, 4),
+                         "by_state": {k: round(v / cl.wall_s, 4) for k, v in
+                                      sorted(cl.by_state_s.items(), key=lambda kv: -kv[1])},
+                         "by_cause": {k: round(v / cl.wall_s, 4) for k, v in
+                                      sorted(cl.by_cause_s.items(), key=lambda kv: -kv[1])}}
+        elif c.get("util_mean") is not None:
+            share = round(1.0 - c["util_mean"] / 100.0, 4)  # not the job's card: no rank's state to split by
+            c["idle"] = {"share": share, "by_state": {"unknown": share}, "by_cause": {"unknown": share}}
+        else:
+            c["idle"] = None
+
+
+def _ordered(states: dict[str, float]) -> list[tuple[str, float]]:
+    order = {s: i for i, s in enumerate(COUNTED_NAMES)}
+    return sorted(states.items(), key=lambda kv: order.get(kv[0], 99))
 
 
 def _fmt_bytes(n: float | None) -> str:
@@ -365,6 +415,11 @@ def format_text(rep: dict[str, Any]) -> str:
     if tr:
         cmd = clean_argv(tr.get("cmdline")) or "?"
         lines.append(f"trainer     pid {tr['pid']}: {cmd}")
+        for f in tr.get("found") or []:
+            lines.append(f"            {f['t']:.0f} s: {f['message']}")
+        if tr.get("launcher") and not tr.get("found"):
+            lines.append(f"            no trainer found below it ({tr['launcher']}): no Python process with torch "
+                         "loaded, no rank, none owning DataLoader workers")
         lines.append(f"workers     {tr['workers']} DataLoader worker(s) at most at once")
     else:
         lines.append("trainer     none (cards-only recording)")

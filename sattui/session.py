@@ -5,7 +5,7 @@ recording header, and a status line's worth of facts (:class:`SessionStatus`). T
 reads windows ``[t0, t1)`` of the timeline with ``now()`` as the right edge of its time
 axis, and never samples anything itself.
 
-* :class:`LiveSession` runs the same :class:`sattui.recorder.Engine` as ``sattui record``
+* :class:`LiveSession` runs the same :class:`sattui.engine.Engine` as ``sattui record``
   in a background thread: process tree, py-spy chunks and card samples go into the Feed
   (and into a recording when ``record_path`` is given), and ``on_update()`` is called
   after every batch, from that thread (the UI posts itself a message from it).
@@ -32,7 +32,7 @@ from sattui.errors import RecordingError, SattuiError
 from sattui.feed import Feed
 from sattui.findings import Finding
 from sattui.model import Event, ProcSample
-from sattui.record import RecordingReader, RecordingWriter, make_header
+from sattui.recording import RecordingReader, RecordingWriter, make_header
 from sattui.safefile import check_output, open_output
 from sattui.sampler_status import SamplerStatus
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
@@ -163,7 +163,7 @@ class LiveSession(Session):
                  stacks: bool = True, card_interval_s: float | None = None,
                  history_s: float = DEFAULT_HISTORY_S, force: bool = False) -> None:
         from sattui.cards import DEFAULT_CARD_INTERVAL_S
-        from sattui.recorder import Engine
+        from sattui.engine import Engine
         from sattui.trainer.procs import resolve_pid
         from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
@@ -252,6 +252,11 @@ class LiveSession(Session):
                 sampler, msg = SamplerStatus.STOPPED, self.error
             else:
                 sampler = SamplerStatus.STARTING
+                tree = eng.tree
+                if tree is not None and tree.finder is not None and not tree.finder.found:
+                    msg = tree.looking_message()
+                    if "not a Python process" in msg:
+                        sampler = SamplerStatus.NOT_PYTHON
         alive: bool | None = None
         if has_trainer:
             # The tree notices an exit only once a tick; our own child's exit shows at once.

@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if name.endswith("-nocolor") and w != 80:
                 continue  # one monochrome picture is enough to show NO_COLOR reads
-            svg = asyncio.run(shoot(Path(args.recording), args.cursor, (w, h), keys, no_color=name.endswith("-nocolor")))
+            svg = asyncio.run(shoot(Path(args.recording), args.cursor, (w, h), keys,
+                                    no_color=name.endswith("-nocolor")))
             stem = f"{name}_{w}x{h}"
             # Replacing the old pictures is the job; a link there is still never followed.
             write_file(str(out / f"{stem}.svg"), svg, force=True)

@@ -21,6 +21,7 @@ from sattui.advisor.window import Window
 from sattui.findings import SEVERITIES, Finding, Severity
 
 __all__ = [
-    "SEVERITIES", "Severity", "RULES", "Advisor", "AdvisorContext", "EfficiencyMeter", "Finding", "Judge", "Verdict", "Window",
+    "SEVERITIES", "Severity", "RULES", "Advisor", "AdvisorContext", "EfficiencyMeter", "Finding", "Judge",
+    "Verdict", "Window",
     "efficiency", "judge_recording", "severity_for",
 ]

@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sattui.advisor.base import AdvisorContext, Finding, Verdict
-from sattui.findings import Severity
 from sattui.advisor.cost import EfficiencyMeter
-from sattui.advisor.verdict import PRECEDENCE, Advisor, explains
+from sattui.advisor.ledger import JobLedger
+from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
+from sattui.advisor.window import Window
 from sattui.feed import Feed
-from sattui.record import RecordingReader
+from sattui.findings import Severity
+from sattui.recording import RecordingReader
 from sattui.timeline import Timeline
 
 # A record may arrive a little after later ones (py-spy chunks are written when they
@@ -76,7 +78,11 @@ class Judge:
         self.every_s = every_s
         self.timeline = Timeline(history_s=long_window_s + 2 * LAG_S + window_s)
         self.feed = Feed(self.timeline)
-        self.advisor = Advisor(self.ctx, window_s=window_s, long_window_s=long_window_s, warmup_s=warmup_s)
+        # Every one-second bin of the ledger, once, as the advisor finishes with it: the
+        # whole run's accounting, in bounded memory.
+        self.ledger = JobLedger()
+        self.advisor = Advisor(self.ctx, window_s=window_s, long_window_s=long_window_s, warmup_s=warmup_s,
+                               on_ledger_bin=lambda _b, j: self.ledger.merge(j))
         self.settings = {"every_s": every_s, "window_s": window_s, "long_window_s": long_window_s,
                          "warmup_s": warmup_s}
         self.meter = EfficiencyMeter(self.ctx.cards, from_t=warmup_s)
@@ -90,6 +96,7 @@ class Judge:
         self.cannot: dict[str, str] = {}
         self.job_cards: set[int] = set()
         self.last_no_data: Finding | None = None
+        self._flushed = False
 
     def add(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
@@ -131,6 +138,9 @@ class Judge:
         while self.next_t <= self.max_t + 1e-9:
             self._evaluate(self.next_t)
             self.next_t += self.every_s
+        if not self._flushed:
+            self._flushed = True
+            self.advisor.flush_ledger(self.timeline, self.max_t)
 
     def result(self) -> dict[str, Any]:
         self.finish()
@@ -153,8 +163,16 @@ class Judge:
             if key in why:
                 d["evidence"] = {**d["evidence"], "explains": sorted(why[key] | set(d["evidence"].get("explains", [])))}
             findings.append(d)
+        findings = self._with_ledger(findings)
         findings.sort(key=lambda f: (-Severity(f["severity"]).rank, -f["impact"], PRECEDENCE.get(f["rule"], 99)))
-        if self.heads:
+        led = self._ledger_headline(findings)
+        if led is not None:
+            verdict = {"rule": led["rule"], "severity": led["severity"], "impact": led["impact"],
+                       "summary": led["summary"], "card": led["card"], "rank": led["rank"],
+                       "led_share": round(self.heads.get((led["rule"], led["card"], led["rank"]), 0)
+                                          / self.evaluations, 4) if self.evaluations else 0.0,
+                       "evaluations": self.evaluations, "from": "ledger"}
+        elif self.heads:
             candidates = list(self.heads)
             # A problem that led at least a third of the evaluations at medium or higher is
             # not outvoted by "healthy"/"no_data": long-window rules (periodic stalls) need
@@ -189,6 +207,51 @@ class Judge:
                 "cannot_judge": cannot,
                 "advisor": {**self.settings, "evaluations": self.evaluations, "collecting": self.collecting,
                             "stacks": self.ctx.has_stacks, "no_stacks_reason": self.ctx.no_stacks_reason}}
+
+    def _with_ledger(self, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The causes of lost time judged once more over the whole run's ledger: their
+        impact is the share of the run's wall time, not a mean of windows. A cause the
+        live windows never held up long enough still counts if the run's ledger has it.
+        ``healthy`` does not stand beside a cause at medium or above."""
+        lw = Window(self.timeline, self.ctx, self.settings["warmup_s"], self.max_t + 1e-6)
+        lw.ledger = self.ledger
+        whole: dict[tuple[str, int | None, int | None], Finding] = {}
+        if self.ledger.ranks or self.ledger.cards:
+            for spec in RULES:
+                if spec.window != "ledger" or spec.fn is None:
+                    continue
+                for f in spec.fn(lw, 1.0):
+                    whole[f.key()] = f
+        out = []
+        for d in findings:
+            key = (d["rule"], d["card"], d["rank"])
+            if SPECS.get(d["rule"]) is not None and SPECS[d["rule"]].window == "ledger":
+                if key not in whole:
+                    continue  # the whole run does not bear it out
+                f = whole.pop(key)
+                d = {**d, "severity": f.severity, "impact": round(f.impact, 4), "summary": f.summary,
+                     "evidence": f.evidence, "fix": f.fix}
+            out.append(d)
+        others = [Finding.from_record(d) for d in out]
+        for f in whole.values():
+            if any(explains(a, f) for a in others):
+                continue  # e.g. the cards' idle time, unattributed, that a card rule explains
+            out.append({"rule": f.rule, "severity": f.severity, "impact": round(f.impact, 4), "card": f.card,
+                        "rank": f.rank, "summary": f.summary, "evidence": f.evidence, "fix": f.fix,
+                        "first_t": None, "last_t": None, "evaluations": 0, "share": 0.0})
+        if any(SPECS.get(d["rule"]) is not None and SPECS[d["rule"]].category == "cause"
+               and Severity(d["severity"]).at_least(Severity.MEDIUM) for d in out):
+            out = [d for d in out if d["rule"] != "healthy"]
+        return out
+
+    @staticmethod
+    def _ledger_headline(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The largest cause of lost time, when it is at least medium."""
+        causes = [d for d in findings if SPECS.get(d["rule"]) is not None and SPECS[d["rule"]].category == "cause"
+                  and Severity(d["severity"]).at_least(Severity.MEDIUM)]
+        if not causes:
+            return None
+        return max(causes, key=lambda d: (d["impact"], -PRECEDENCE.get(d["rule"], 99)))
 
     def _finding_dict(self, agg: _Agg) -> dict[str, Any]:
         best = agg.best or agg.first

@@ -37,11 +37,13 @@ CPU job. Those shares compare across causes, and the verdict is the largest.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sattui.advisor.window import Window, bisect_t
+from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
 
@@ -49,20 +51,22 @@ BIN_S = 1.0
 # A worker this young is still starting (spawn imports, worker_init_fn): the rank waits
 # for a worker that does not run yet.
 WORKER_START_S = 3.0
-# A worker (or the main thread) waiting this share of a bin for a CPU is contended.
+# The main thread waiting this share of a bin for a CPU is contended.
 CONTENDED_RUN_DELAY = 0.25
-# A worker using this much of a core is computing.
-WORKER_BUSY_CORES = 0.6
 WORKER_READING_BPS = 1e6
+# Workers using less than this much of their time (CPU, run queue, I/O) are asleep.
+MOSTLY_ASLEEP = 0.15
 # The main thread's own CPU below this in a bin of ``backward`` means it waits (CPU job).
 WAITING_MAIN_CORES = 0.3
 
 COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 
-# Causes of lost time (rule ids of CONTRACT.md, plus "idle" and "unknown").
-DATA_CAUSES = ("worker_cpu_bound", "too_few_workers", "worker_io_bound", "worker_respawn", "cpu_contention",
-               "input_bound")
+# Causes of lost time (rule ids of docs/rules.md, plus "idle" and "unknown").
+# Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
+# the rules decide over the window (from the free cores kept in the detail), not bin by bin.
+WORKER_BUSY = "worker_busy"
+DATA_CAUSES = (WORKER_BUSY, "worker_io_bound", "worker_respawn", "cpu_contention", "input_bound")
 IDLE = "idle"
 UNKNOWN = "unknown"
 NOT_LOST = "compute"
@@ -73,9 +77,18 @@ def _add(d: dict[str, float], k: str, v: float) -> None:
         d[k] = d.get(k, 0.0) + v
 
 
-def _merge(into: dict[str, float], other: dict[str, float]) -> None:
+def _merge(into: dict[str, float], other: dict[str, float], sign: float = 1.0) -> None:
+    """Add ``other`` into ``into`` (``sign=-1``: take it out again; what is left at ~0 goes)."""
+    if sign > 0:
+        for k, v in other.items():
+            _add(into, k, v)
+        return
     for k, v in other.items():
-        _add(into, k, v)
+        left = into.get(k, 0.0) - v
+        if left > 1e-9:
+            into[k] = left
+        else:
+            into.pop(k, None)
 
 
 @dataclass
@@ -101,13 +114,13 @@ class RankLedger:
     def state_shares(self) -> dict[str, float]:
         return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
 
-    def merge(self, o: RankLedger) -> None:
-        self.wall_s += o.wall_s
-        self.steps += o.steps
-        _merge(self.states_s, o.states_s)
-        _merge(self.causes_s, o.causes_s)
+    def merge(self, o: RankLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.steps += int(sign) * o.steps
+        _merge(self.states_s, o.states_s, sign)
+        _merge(self.causes_s, o.causes_s, sign)
         for c, d in o.detail.items():
-            _merge(self.detail.setdefault(c, {}), d)
+            _merge(self.detail.setdefault(c, {}), d, sign)
 
 
 @dataclass
@@ -137,13 +150,13 @@ class CardLedger:
     by_state_s: dict[str, float] = field(default_factory=dict)
     by_cause_s: dict[str, float] = field(default_factory=dict)
 
-    def merge(self, o: CardLedger) -> None:
-        self.wall_s += o.wall_s
-        self.idle_s += o.idle_s
+    def merge(self, o: CardLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.idle_s += sign * o.idle_s
         self.pid = o.pid if o.pid is not None else self.pid
         self.rank = o.rank if o.rank is not None else self.rank
-        _merge(self.by_state_s, o.by_state_s)
-        _merge(self.by_cause_s, o.by_cause_s)
+        _merge(self.by_state_s, o.by_state_s, sign)
+        _merge(self.by_cause_s, o.by_cause_s, sign)
 
     @property
     def idle_share(self) -> float | None:
@@ -156,20 +169,19 @@ class JobLedger:
     cards: dict[int, CardLedger] = field(default_factory=dict)
     gpu_job: bool = False
 
-    def merge(self, o: JobLedger) -> None:
+    def merge(self, o: JobLedger, sign: float = 1.0) -> None:
+        """Add another ledger's seconds (``sign=-1``: take them out: a window moving on)."""
         self.gpu_job = self.gpu_job or o.gpu_job
         for pid, r in o.ranks.items():
-            if pid in self.ranks:
-                self.ranks[pid].merge(r)
-            else:
-                self.ranks[pid] = RankLedger(r.pid, r.rank)
-                self.ranks[pid].merge(r)
+            mine = self.ranks.get(pid)
+            if mine is None:
+                mine = self.ranks[pid] = RankLedger(r.pid, r.rank)
+            mine.merge(r, sign)
         for c, cl in o.cards.items():
-            if c in self.cards:
-                self.cards[c].merge(cl)
-            else:
-                self.cards[c] = CardLedger(c)
-                self.cards[c].merge(cl)
+            card = self.cards.get(c)
+            if card is None:
+                card = self.cards[c] = CardLedger(c)
+            card.merge(cl, sign)
 
     def cause_shares(self) -> dict[str, float]:
         """Each cause's share of the job's wall time: over the job's cards when the job
@@ -205,49 +217,62 @@ def _sample_for_bin(samples: Sequence[ProcSample], b: int, interval: float) -> P
 
 @dataclass
 class _WorkerView:
-    """One worker in one bin, classified."""
+    """One worker in one bin: how its second went (shares summing to 1)."""
 
     pid: int
-    kind: str   # cpu, io, contended, starting, waiting
+    parts: dict[str, float]   # cpu, contended, io, starting, waiting
     cpu: float | None
 
 
-def classify_worker(s: ProcSample, age_s: float | None) -> str:
-    """What one worker does in one bin, from its own figures only."""
+def classify_worker(s: ProcSample, age_s: float | None) -> dict[str, float]:
+    """How one worker's bin went, from its own figures only: on a CPU (its CPU share),
+    runnable but waiting for one (its run delay), and the rest blocked on I/O (state D, or
+    reading ≥ 1 MB/s) or asleep. A worker still starting is only that."""
     if age_s is not None and age_s < WORKER_START_S:
-        return "starting"
-    rd = s.run_delay
-    if rd is not None and rd >= CONTENDED_RUN_DELAY:
-        return "contended"
-    cpu = s.cpu or 0.0
-    if cpu >= WORKER_BUSY_CORES:
-        return "cpu"
-    if s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS):
-        return "io"
-    if s.state == "R" and cpu >= 0.4:
-        return "cpu"
-    return "waiting"
+        return {"starting": 1.0}
+    cpu = min(1.0, max(0.0, s.cpu or 0.0))
+    rd = min(1.0 - cpu, max(0.0, s.run_delay or 0.0))
+    rest = 1.0 - cpu - rd
+    reading = s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS)
+    return {"cpu": cpu, "contended": rd, "io" if reading else "waiting": rest}
 
 
 class _RankInputs:
     """What the ledger reads about one rank over a window (computed once)."""
 
-    def __init__(self, w: Window, pid: int, interval: float) -> None:
+    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]],
+                 t0: float, t1: float) -> None:
         self.pid = pid
         self.rank = w.rank_of(pid)
-        self.bins = w.stack_bins(pid)
+        self.bins = bins
         self.interval = interval
-        # A bin's figures come from the tick after it: read a little past the window.
-        lo, hi = w.t0 - 2 * interval, w.t1 + 2 * interval
+        # The bins of [t0, t1) only; their figures come from the tick after each: read a
+        # little past.
+        lo, hi = t0 - 2 * interval, t1 + 2 * interval
         self.main_samples: list[ProcSample] = w.timeline.window("proc", pid, lo, hi)
         self.workers: dict[int, list[ProcSample]] = {
             p.pid: w.timeline.window("proc", p.pid, lo, hi) for p in w.workers_for(pid)}
-        self.had_workers = bool(self.workers)
         self.first_seen: dict[int, float] = {}
         for wpid, samples in self.workers.items():
             ring = w.timeline.series("proc", wpid)
             first = ring.first_t() if ring is not None else None
             self.first_seen[wpid] = first if first is not None else samples[0].t
+        # Every worker generation the Timeline still holds (not only this window's), so a
+        # restart is told from the first start however long the epochs are.
+        single = len(w.trainer_pids) <= 1
+        self.starts = sorted(self.first_seen.values())
+        for key in w.timeline.keys("proc"):
+            ring = w.timeline.series("proc", key)
+            if ring is None or not len(ring) or key in self.first_seen:
+                continue
+            last = ring[-1]
+            mine = single or last.ppid == pid or (self.rank is not None and last.rank == self.rank)
+            if last.role == "worker" and mine:
+                first = ring.first_t()
+                if first is not None:
+                    self.starts.append(first)
+        self.starts.sort()
+        self.first_generation_s = self.starts[0] if self.starts else 0.0
 
     def workers_in(self, b: int) -> list[_WorkerView] | None:
         """The rank's workers in bin ``b``, or None when no tick describes the bin (the
@@ -259,167 +284,307 @@ class _RankInputs:
             s = _sample_for_bin(samples, b, self.interval)
             if s is None:
                 continue
-            age = s.t - self.first_seen.get(wpid, s.t)
+            first = self.first_seen.get(wpid, s.t)
+            # The first generation's start is the job's start-up, not a restart.
+            age = s.t - first if first > self.first_generation_s + WORKER_START_S else None
             out.append(_WorkerView(wpid, classify_worker(s, age), s.cpu))
         return out
+
+    def workers_to_come(self, b: int) -> bool | None:
+        """For a bin with no live worker: True when workers of this rank ran before it and a
+        new one starts after it (the rank waits for a new generation: a restart); False
+        otherwise (the loader starting its first workers, or shutting them down at the
+        end); None when the rank never had workers."""
+        if not self.workers:
+            return None
+        before = bool(self.starts) and self.starts[0] < b * BIN_S
+        return before and any(first >= (b + 1) * BIN_S for first in self.first_seen.values())
 
     def main_in(self, b: int) -> ProcSample | None:
         return _sample_for_bin(self.main_samples, b, self.interval)
 
 
-def _data_causes(workers: list[_WorkerView] | None, had_workers: bool,
+def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
                  free_cores: float | None) -> dict[str, float]:
-    """How a bin's data wait splits over causes (weights summing to 1)."""
+    """How a bin's data wait splits over causes (weights summing to 1; none at all for
+    the loader shutting its workers down at the end of the run)."""
     if workers is None:
         return {"input_bound": 1.0}  # no figures for this bin: the cause is not narrowed
     if not workers:
-        return {"worker_respawn": 1.0} if had_workers else {"input_bound": 1.0}
+        if to_come is None:
+            return {"input_bound": 1.0}
+        return {"worker_respawn": 1.0} if to_come else {}
     kinds: dict[str, float] = {}
     for wv in workers:
-        kinds[wv.kind] = kinds.get(wv.kind, 0.0) + 1.0
-    active = {k: v for k, v in kinds.items() if k != "waiting"}
-    if not active:
+        for k, v in wv.parts.items():
+            kinds[k] = kinds.get(k, 0.0) + v
+    # What the workers did while the loop waited, asleep time left out: the busy part is
+    # the bottleneck. Workers that are (nearly) all asleep are waiting on their source.
+    active = {k: v for k, v in kinds.items() if k != "waiting" and v > 0}
+    if sum(active.values()) < MOSTLY_ASLEEP * len(workers):
         # Every worker asleep while the main thread waits for a batch: they wait on
         # their data source (a remote read, a lock, a sleep in the Dataset).
         return {"worker_io_bound": 1.0}
     n = sum(active.values())
     out: dict[str, float] = {}
     for k, v in active.items():
-        if k == "cpu":
-            cause = "too_few_workers" if free_cores is not None and free_cores >= 1.0 else "worker_cpu_bound"
-        else:
-            cause = {"io": "worker_io_bound", "contended": "cpu_contention", "starting": "worker_respawn"}[k]
+        cause = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention",
+                 "starting": "worker_respawn"}[k]
         out[cause] = out.get(cause, 0.0) + v / n
     return out
 
 
 def _tree_cores(w: Window, b: int, interval: float) -> float:
-    """CPU the whole trainer tree used in bin ``b`` (cores)."""
+    """CPU the whole trainer tree used in bin ``b`` (cores), from the tick that describes
+    it (which may fall just after the window)."""
     total = 0.0
     for p in w.procs.values():
         if p.role == "pin":
             continue  # a thread of its process: counted there already
-        s = _sample_for_bin(p.samples, b, interval)
+        got = w.timeline.window("proc", p.pid, b * BIN_S, (b + 1) * BIN_S + interval + 1e-6)
+        s = _sample_for_bin(got, b, interval)
         if s is not None and s.cpu is not None:
             total += s.cpu
     return total
 
 
-def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
-                    had_workers: bool, free_cores: float | None, multi_rank: bool,
-                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Lost seconds by cause for one rank in one bin, and what each was made of."""
-    causes: dict[str, float] = {}
-    detail: dict[str, dict[str, float]] = {}
+def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, to_come: bool | None,
+                 free_cores: float | None, multi_rank: bool, gpu_job: bool) -> dict[str, float]:
+    """What share of a second in ``state`` is lost, to which cause (the rest is the
+    rank's own work)."""
+    if state == State.DATA_WAIT:
+        return _data_causes(workers, to_come, free_cores)
+    if state == State.DATA_INLINE:
+        return {"main_process_loading": 1.0}
+    if state in PHASES:
+        return {"periodic_stall": 1.0}
+    if state == State.COLLECTIVE:
+        return {"straggler" if multi_rank else "comm_bound": 1.0}
+    if state in (State.SYNC, State.H2D_COPY):
+        return {"host_sync_stall": 1.0}
+    if state == State.IDLE:
+        return {IDLE: 1.0}
     main_cpu = main.cpu_main if main is not None else None
     run_delay = main.run_delay if main is not None else None
+    if (state == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
+            and main_cpu < WAITING_MAIN_CORES):
+        # DDP's all-reduce waits inside backward(): the thread is there but not computing.
+        return {"straggler": 1.0 - main_cpu}
+    if state in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
+        return {"cpu_contention": min(1.0, run_delay)}
+    return {}
+
+
+# What each cause's detail is keyed by: the state it was lost in, or a finer word.
+def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
+                    to_come: bool | None, free_cores: float | None, multi_rank: bool,
+                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]],
+                                            dict[str, dict[str, float]]]:
+    """Lost seconds by cause for one rank in one bin, what each was made of, and each
+    state's split over causes (fractions, for the cards' idle time)."""
+    causes: dict[str, float] = {}
+    detail: dict[str, dict[str, float]] = {}
+    split: dict[str, dict[str, float]] = {}
     for st, secs in states.items():
         if secs <= 0 or st == State.STARTUP:
             continue
-        if st == State.DATA_WAIT:
-            for cause, wgt in _data_causes(workers, had_workers, free_cores).items():
-                _add(causes, cause, secs * wgt)
-                _add(detail.setdefault(cause, {}), "data_wait", secs * wgt)
-        elif st == State.DATA_INLINE:
-            _add(causes, "main_process_loading", secs)
-        elif st in PHASES:
-            _add(causes, "periodic_stall", secs)
-            _add(detail.setdefault("periodic_stall", {}), st, secs)
-        elif st == State.COLLECTIVE:
-            _add(causes, "straggler" if multi_rank else "comm_bound", secs)
-        elif st in (State.SYNC, State.H2D_COPY):
-            _add(causes, "host_sync_stall", secs)
-        elif st == State.IDLE:
-            _add(causes, IDLE, secs)
-        elif (st == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
-              and main_cpu < WAITING_MAIN_CORES):
-            # DDP's all-reduce waits inside backward(): the thread is there but not computing.
-            waiting = secs * (1.0 - main_cpu)
-            _add(causes, "straggler", waiting)
-            _add(detail.setdefault("straggler", {}), "backward_waiting", waiting)
-        elif st in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
-            slowed = secs * min(1.0, run_delay)
-            _add(causes, "cpu_contention", slowed)
-            _add(detail.setdefault("cpu_contention", {}), "main_thread", slowed)
-    return causes, detail
+        frac = split[st] = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job)
+        for cause, f in frac.items():
+            lost = secs * f
+            _add(causes, cause, lost)
+            if cause == WORKER_BUSY and free_cores is not None:
+                _add(detail.setdefault(cause, {}), "free_core_s", lost * max(0.0, free_cores))
+                _add(detail.setdefault(cause, {}), "known_s", lost)
+            if cause == "periodic_stall" or st == State.DATA_WAIT:
+                _add(detail.setdefault(cause, {}), st, lost)
+            elif cause == "straggler" and st == State.BACKWARD:
+                _add(detail.setdefault(cause, {}), "backward_waiting", lost)
+            elif cause == "cpu_contention":
+                _add(detail.setdefault(cause, {}), "main_thread", lost)
+    return causes, detail, split
 
 
-def card_bin_causes(idle_s: float, states: dict[str, float], rank_causes: dict[str, float]) -> tuple[
-        dict[str, float], dict[str, float]]:
-    """A card's not-busy seconds in one bin, by the rank's state and by cause."""
-    total = sum(v for k, v in states.items() if k != State.STARTUP)
+def card_piece_causes(idle_s: float, states: dict[str, float],
+                      split: dict[str, dict[str, float]] | None) -> tuple[dict[str, float], dict[str, float]]:
+    """A card's not-busy seconds over one stretch, by the state of its rank over that same
+    stretch and by cause; idle while the rank does its own work is host overhead."""
+    total = sum(states.values())
     by_state: dict[str, float] = {}
     by_cause: dict[str, float] = {}
-    if total <= 0:
+    if total <= 0 or split is None:
         _add(by_state, UNKNOWN, idle_s)
         _add(by_cause, UNKNOWN, idle_s)
         return by_state, by_cause
-    lost = sum(rank_causes.values())
     for st, secs in states.items():
-        if st != State.STARTUP:
-            _add(by_state, st, idle_s * secs / total)
-    # The idle time the rank's lost time explains goes to those causes; the rest of the
-    # idle time fell while the rank was computing: launch or host overhead.
-    explained = min(idle_s, idle_s * lost / total) if lost > 0 else 0.0
-    for cause, secs in rank_causes.items():
-        _add(by_cause, cause, explained * secs / lost)
-    _add(by_cause, "host_overhead_bound", idle_s - explained)
+        part = idle_s * secs / total
+        _add(by_state, st, part)
+        frac = split.get(st, {})
+        lost = 0.0
+        for cause, f in frac.items():
+            _add(by_cause, cause, part * f)
+            lost += f
+        _add(by_cause, "host_overhead_bound", part * max(0.0, 1.0 - lost))
     return by_state, by_cause
+
+
+class _SpanCursor:
+    """Seconds per state of one thread's spans inside successive stretches ``[a, z)``
+    (asked in time order, as a card's samples come): a forward-moving index, so each
+    stretch costs the spans it overlaps, not a search back over the lookback."""
+
+    def __init__(self, spans: Sequence[Any]) -> None:
+        self.spans = spans
+        self.starts = [s.t for s in spans]
+        self.longest = max((s.dur for s in spans), default=0.0)
+        self.i = 0
+
+    def states(self, a: float, z: float) -> dict[str, float]:
+        spans, starts = self.spans, self.starts
+        # Spans start in order; none that starts before a − longest can reach a.
+        floor_i = bisect.bisect_left(starts, a - self.longest, lo=self.i)
+        self.i = floor_i
+        out: dict[str, float] = {}
+        i = floor_i
+        while i < len(spans) and starts[i] < z:
+            s = spans[i]
+            i += 1
+            lo, hi = max(s.t, a), min(s.t + s.dur, z)
+            if hi > lo and s.state != State.STARTUP:
+                st = s.state or State.OTHER
+                out[st] = out.get(st, 0.0) + (hi - lo)
+        return out
+
+
+def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
+               bins_from: Window | None = None) -> dict[int, JobLedger]:
+    """One small ledger per one-second bin of ``[lo, hi)``.
+
+    ``structure`` says who is who (the ranks, their workers, the job's cards: the short
+    window ending now, by default ``w``); ``bins_from`` gives the main threads' binned
+    states (the long window's cached bins, by default ``w``'s own)."""
+    sw = structure or w
+    src = bins_from or w
+    interval = _proc_interval(sw)
+    gpu = sw.gpu_job
+    pids = [p for p in sw.trainer_pids if p in sw.procs or sw.timeline.series("stack", p) is not None]
+    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid), lo, hi) for pid in pids}
+    multi = len(pids) > 1
+    cpus = sw.ctx.cpu_count if sw.ctx.cpu_count_known else None
+    out: dict[int, JobLedger] = {}
+
+    def job_at(b: int) -> JobLedger:
+        got = out.get(b)
+        if got is None:
+            got = out[b] = JobLedger(gpu_job=gpu)
+        return got
+
+    first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
+    rank_bins: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
+    for b in range(first_bin, last_bin):
+        free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
+        for pid, ri in inputs.items():
+            states = _clip_bin(ri.bins.get(b), b, lo, hi)
+            counted = {k: v for k, v in states.items() if k != State.STARTUP}
+            if not counted:
+                continue
+            causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.workers_to_come(b),
+                                                    free, multi, gpu)
+            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail)
+            rank_bins.setdefault(pid, {})[b] = split
+    for c in sw.job_cards:
+        cs = w.cards.get(c)
+        if cs is None or not cs.in_use:
+            continue  # a card nobody uses is idle, not starved
+        user = _card_pid(sw, c, pids)
+        rank = sw.rank_of(user) if user is not None else None
+        cursor = _SpanCursor(w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else [])
+        # the samples of [lo, hi) and the one before (its time is where the first one starts)
+        first = max(0, bisect_t(cs.samples, lo) - 1)
+        last = bisect_t(cs.samples, hi + 1.0)
+        for b, a, z, util in _card_pieces(cs.samples[first:last], lo, hi):
+            dt = z - a
+            idle = max(0.0, 1.0 - util / 100.0) * dt
+            states = cursor.states(a, z)
+            got = rank_bins.get(user, {}).get(b) if user is not None else None
+            by_state, by_cause = card_piece_causes(idle, states, got)
+            cl = job_at(b).cards.get(c)
+            if cl is None:
+                cl = job_at(b).cards[c] = CardLedger(c, user, rank)
+            cl.wall_s += dt
+            cl.idle_s += idle
+            _merge(cl.by_state_s, by_state)
+            _merge(cl.by_cause_s, by_cause)
+    return out
 
 
 def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLedger:
     """The ledger of window ``w`` over ``[t0, t1)`` (the whole window by default)."""
     lo = w.t0 if t0 is None else max(t0, w.t0)
     hi = w.t1 if t1 is None else min(t1, w.t1)
-    interval = _proc_interval(w)
-    job = JobLedger(gpu_job=w.gpu_job)
-    pids = [p for p in w.trainer_pids if w.stack(p) is not None or p in w.procs]
-    inputs = {pid: _RankInputs(w, pid, interval) for pid in pids}
-    multi = len(pids) > 1
-    cpus = w.ctx.cpu_count if w.ctx.cpu_count_known else None
-    first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
-    tree_cache: dict[int, float] = {}
+    return total(build_bins(w, lo, hi).values(), gpu_job=w.gpu_job)
 
-    def free_cores(b: int) -> float | None:
-        if cpus is None:
-            return None
-        if b not in tree_cache:
-            tree_cache[b] = _tree_cores(w, b, interval)
-        return cpus - tree_cache[b]
 
-    rank_bins: dict[int, dict[int, tuple[dict[str, float], dict[str, float]]]] = {}
-    for pid, ri in inputs.items():
-        rl = job.ranks[pid] = RankLedger(pid, ri.rank)
-        per_bin: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
-        for b in range(first_bin, last_bin):
-            states = _clip_bin(ri.bins.get(b), b, lo, hi)
-            if not states:
-                continue
-            counted = {k: v for k, v in states.items() if k != State.STARTUP}
-            if not counted:
-                continue
-            causes, detail = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.had_workers,
-                                             free_cores(b), multi, job.gpu_job)
-            rl.wall_s += sum(counted.values())
-            _merge(rl.states_s, counted)
-            _merge(rl.causes_s, causes)
-            for cause, d in detail.items():
-                _merge(rl.detail.setdefault(cause, {}), d)
-            per_bin[b] = (counted, causes)
-        rank_bins[pid] = per_bin
-    for c in w.job_cards:
-        cs = w.cards[c]
-        user = _card_pid(w, c, pids)
-        cl = job.cards[c] = CardLedger(c, user, w.rank_of(user) if user is not None else None)
-        for b, util, dt in _card_bins(cs.samples, lo, hi):
-            idle = max(0.0, 1.0 - util / 100.0) * dt
-            cl.wall_s += dt
-            cl.idle_s += idle
-            states, causes = rank_bins.get(user, {}).get(b, ({}, {})) if user is not None else ({}, {})
-            by_state, by_cause = card_bin_causes(idle, states, causes)
-            _merge(cl.by_state_s, by_state)
-            _merge(cl.by_cause_s, by_cause)
+def total(bins: Iterable[JobLedger], gpu_job: bool = False) -> JobLedger:
+    job = JobLedger(gpu_job=gpu_job)
+    for j in bins:
+        job.merge(j)
     return job
+
+
+class LedgerBook:
+    """The ledger kept between evaluations: each one-second bin is computed once, when
+    its stacks have all arrived (the long window's settled bins), and summed over any
+    window after. Bins that leave the long window go to ``on_close`` (the report's
+    whole-run total) and are forgotten, so memory stays bounded."""
+
+    def __init__(self, on_close: Callable[[int, JobLedger], None] | None = None) -> None:
+        self._bins: dict[int, JobLedger] = {}
+        self._done: int | None = None  # bins below this are computed
+        self.on_close = on_close
+        # The last window asked for, kept as a running sum: the next one (the window moved
+        # on by a few seconds) adds the new bins and takes out the old, instead of summing
+        # two minutes of bins every evaluation.
+        self._win: JobLedger | None = None
+        self._win_lo = self._win_hi = 0
+
+    def update(self, w: Window, wl: Window, settled_t: float) -> None:
+        """Compute the bins up to ``settled_t`` not done yet (``w``: the short window
+        now, for who is who; ``wl``: the long window, for its binned stacks)."""
+        hi = math.floor(settled_t / BIN_S)
+        lo = self._done if self._done is not None else math.floor(wl.t0 / BIN_S)
+        if hi > lo:
+            self._bins.update(build_bins(wl, lo * BIN_S, hi * BIN_S, structure=w, bins_from=wl))
+            self._done = hi
+        self.close_before(math.floor(wl.t0 / BIN_S))
+
+    def close_before(self, b0: int) -> None:
+        for b in sorted(k for k in self._bins if k < b0):
+            j = self._bins.pop(b)
+            if self.on_close is not None:
+                self.on_close(b, j)
+
+    def close_all(self) -> None:
+        self.close_before(10 ** 12)
+
+    def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
+        """The ledger over ``[t0, t1)``. The object returned is the book's running sum:
+        read it before the next call. Only whole bins before ``t1`` count (the book
+        computes a bin once its second is over)."""
+        lo, hi = math.floor(t0 / BIN_S), math.floor(t1 / BIN_S)
+        win = self._win
+        movable = (win is not None and lo >= self._win_lo and hi >= self._win_hi
+                   and all(b in self._bins for b in range(self._win_lo, min(lo, self._win_hi))))
+        if win is None or not movable:
+            win = total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+        else:
+            for b in range(self._win_hi, hi):
+                if b in self._bins and b >= lo:
+                    win.merge(self._bins[b])
+            for b in range(self._win_lo, min(lo, self._win_hi)):
+                win.merge(self._bins[b], -1.0)
+        win.gpu_job = gpu_job
+        self._win, self._win_lo, self._win_hi = win, lo, hi
+        return win
 
 
 def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:
@@ -448,9 +613,10 @@ def _card_pid(w: Window, card: int, pids: Sequence[int]) -> int | None:
     return pids[0] if len(pids) == 1 else None
 
 
-def _card_bins(samples: Sequence, lo: float, hi: float) -> Iterable[tuple[int, float, float]]:
-    """``(bin, util, seconds)`` for each stretch a utilization sample stands for, cut at
-    bin edges: a sample at ``t`` covers the time since the previous one."""
+def _card_pieces(samples: Sequence[Any], lo: float, hi: float) -> Iterable[tuple[int, float, float, float]]:
+    """``(bin, start, end, util)`` for each stretch a utilization sample stands for (the
+    time since the previous sample; a card's sub-second samples keep their resolution),
+    cut at bin edges."""
     prev_t: float | None = None
     for s in samples:
         if s.util is None:
@@ -462,5 +628,5 @@ def _card_bins(samples: Sequence, lo: float, hi: float) -> Iterable[tuple[int, f
         while end > start:
             b = math.floor(start / BIN_S)
             cut = min(end, (b + 1) * BIN_S)
-            yield b, float(s.util), cut - start
+            yield b, start, cut, float(s.util)
             start = cut

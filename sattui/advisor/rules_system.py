@@ -1,26 +1,20 @@
-"""Job-wide rules: R00 healthy, R17 cpu_contention, R18 debug_settings,
-R19 starved_unattributed, and no_data.
+"""Job-wide rules: R00 healthy, R18 debug_settings, no_data, and the card-idle helpers the
+ledger's starved_unattributed reads (gaps, the "waiting for data" signature).
 
-``healthy`` and ``starved_unattributed`` depend on what else fired ("no other rule
-≥ medium"): their functions compute the condition over the window, and the Advisor's
-decision step (verdict.py) applies the "nothing else explains it" part.
+``healthy`` depends on what else fired ("no other cause ≥ medium"): its function computes
+the condition over the window, and the Advisor's decision step (verdict.py) applies the
+"nothing else" part.
 """
 
 from __future__ import annotations
 
-import statistics
-
-from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.base import Finding, pct
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
+from sattui.findings import Severity
 from sattui.sampler_status import PTRACE_FIX
 
 FIX_HEALTHY = ("No host-side bottleneck. Further speed-ups are inside the model: mixed precision/TF32, larger "
                "batch, torch.compile fusion, better kernels.")
-FIX_CONTENTION = (
-    "Keep num_workers ≤ the usable CPUs ('excessive worker creation might get DataLoader running slow or even "
-    "freeze' — PyTorch); set OMP_NUM_THREADS / torch.set_num_threads for the trainer; cv2.setNumThreads(0) in "
-    "workers; pin ranks and their workers to disjoint cores/NUMA nodes (taskset/numactl); raise the container CPU "
-    "limit.")
 FIX_DEBUG = ("Disable debugging APIs for training runs (PyTorch tuning guide: anomaly detection, profiler, "
              "gradcheck); unset {flags}.")
 FIX_STARVED_NSIGHT = ("Use CPU sampling data … to understand if a sluggish or blocked CPU is causing the gaps "
@@ -66,14 +60,14 @@ def debug_settings(w: Window, relax: float = 1.0) -> list[Finding]:
         u = w.job_util
         impact = max(0.20, 1.0 - u / 100.0) if u is not None else 0.20
     names = ", ".join(k for k in flags if k.isupper())
-    return [Finding("debug_settings", sev, impact, "debug settings are on: " + ", ".join(flags),
+    return [Finding("debug_settings", Severity(sev), impact, "debug settings are on: " + ", ".join(flags),
                     {"flags": flags}, FIX_DEBUG.format(flags=names or "them"))]
 
 
 def _debug_frame_share(w: Window) -> float:
     best = 0.0
     for pid in w.judged_pids:
-        st = w.stack(pid)
+        st = w.judged_stack(pid)
         picked = st.samples[:: max(1, len(st.samples) // 20)]  # spaced samples: continuous use shows anyway
         if not picked:
             continue
@@ -81,50 +75,6 @@ def _debug_frame_share(w: Window) -> float:
                                            for f in s.frames))
         best = max(best, hit / len(picked))
     return best
-
-
-def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
-    """R17 — more runnable work than CPUs.
-
-    Anchor: PyTorch ``check_worker_number_rationality`` (workers > CPUs in the affinity
-    mask → "excessive worker creation might get DataLoader running slow or even freeze").
-    Threshold: (a) concurrent workers > usable CPUs → medium; (b) [sattui proposal] the
-    trainer's tree uses ≥ 95 % of the usable CPUs on average → low. Run-queue delay
-    (schedstat) and cgroup throttling are not recorded, so impact is not estimated (0).
-    Needs the trainer's usable CPU count.
-    """
-    if not w.ctx.cpu_count_known or not w.procs:
-        return []
-    usable = w.ctx.cpu_count
-    # the most workers alive at once: count, at each worker's first sample, those alive
-    spans = [(p.first_t, p.last_t) for p in w.workers]
-    n = max((sum(1 for a, b in spans if a <= t <= b) for t, _ in spans), default=0)
-    busy = _tree_busy_cores(w)
-    if n > usable:
-        sev, why = "medium", f"{n} DataLoader workers for {usable} usable CPUs"
-    elif busy >= 0.95 * relax * usable:
-        sev, why = "low", f"the trainer's processes keep {busy:.1f} of {usable} usable CPUs busy"
-    else:
-        return []
-    ev = {"workers": n, "cpus_usable": usable, "cpu_busy_cores": round(busy, 2)}
-    return [Finding("cpu_contention", sev, 0.0, f"CPU oversubscribed: {why}", ev, FIX_CONTENTION)]
-
-
-def _tree_busy_cores(w: Window) -> float:
-    """Mean over the window's ticks of the CPU the whole tree used at that tick.
-
-    Summing each process's own mean would count workers of successive epochs (each alive
-    for part of the window) as if they ran side by side. The pin-memory thread is a
-    thread of the main process: its CPU is already in the main process's.
-    """
-    per_tick: dict[float, float] = {}
-    for p in w.procs.values():
-        if p.role == "pin":
-            continue
-        for s in p.samples:
-            if s.cpu is not None:
-                per_tick[s.t] = per_tick.get(s.t, 0.0) + s.cpu
-    return sum(per_tick.values()) / len(per_tick) if per_tick else 0.0
 
 
 def card_in_use(w: Window, cs: CardStats) -> bool:
@@ -158,11 +108,12 @@ def waiting_signature(cs: CardStats) -> bool:
     if len(cs.utils) < 4 or cs.power_frac is None or cs.mem_total is None or cs.mem_used_mean is None:
         return False
     swing = pstdev(cs.utils)
-    steady = (cs.mem_used_max - cs.mem_used_min) <= 0.10 * cs.mem_total
+    steady = cs.mem_swing is not None and cs.mem_swing <= 0.10
     return swing >= 20.0 and cs.power_frac < 0.5 and cs.mem_used_mean >= 0.10 * cs.mem_total and steady
 
 
-def _no_stacks_fix(w: Window) -> str:
+def no_stacks_fix(w: Window) -> str:
+    """What to do so stacks can say what the cards wait for."""
     reason = w.ctx.no_stacks_reason or ""
     if w.ctx.pid is None:
         return ("Record the trainer too (sattui record --pid PID, or sattui record -- CMD) so its stacks show what "
@@ -174,64 +125,6 @@ def _no_stacks_fix(w: Window) -> str:
     if reason.startswith("sampler_missing"):
         return "Install py-spy (pip install py-spy) so the trainer's stacks can attribute the cause."
     return PTRACE_FIX[0].upper() + PTRACE_FIX[1:] + ", so the cause can be attributed."
-
-
-def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
-    """R19 — the card is starved and nothing names the cause.
-
-    Anchor: Nsight Systems ``gpu_time_util`` (< 50 % over a chunk) and ``gpu_gaps``
-    (idle > 500 ms); the seeds' "waiting for data" signature. Threshold: U < 50 %, or a
-    gap > 500 ms, or the signature; the Advisor drops it when another cause ≥ medium
-    explains the card. Impact = 1 − U/100 (U < 50 % or the signature), else the gaps'
-    share of the window.
-    """
-    out = []
-    if not w.gpu_job:
-        return out
-    for c in w.job_cards:
-        if not w.card_ok(c):
-            continue
-        cs = w.cards[c]
-        if cs.util is None or not card_in_use(w, cs):
-            continue
-        g = gaps(cs)
-        sig = waiting_signature(cs)
-        if cs.util < 50.0 / relax or sig:
-            impact = 1.0 - cs.util / 100.0
-        elif g:
-            impact = sum(d for _, d in g) / max(w.length_s, 1.0)
-        else:
-            continue
-        ev: dict[str, object] = {
-            "util": round(cs.util, 1), "util_p10": quantile(cs.utils, 0.1),
-            "power_frac": None if cs.power_frac is None else round(cs.power_frac, 3),
-            "mem_frac": None if cs.mem_frac(cs.mem_used_mean) is None else round(cs.mem_frac(cs.mem_used_mean), 3),
-            "gaps": [{"t": round(t, 1), "s": round(d, 1)} for t, d in g[:10]], "gap_count": len(g),
-            "signature": "waiting for data (util swinging, power low, memory occupied)" if sig else None,
-        }
-        if w.has_stacks:
-            top = {}
-            for pid in w.judged_pids:
-                if c in w.cards_of(pid):
-                    top = w.stack(pid).shares()
-            ev["stacks"] = "sampled, no known cause above threshold" if top else "collecting"
-            ev["main_thread_shares"] = top
-            fix = FIX_STARVED_NSIGHT[0].upper() + FIX_STARVED_NSIGHT[1:]
-            why = "no rule names the cause (see the main thread's activity)"
-        else:
-            ev["stacks"] = f"not available: {w.ctx.no_stacks_reason or 'none sampled'}"
-            ws = w.workers
-            cpus = [p.cpu for p in ws if p.cpu is not None]
-            if ws:
-                ev["worker_hint"] = {"workers": len(ws),
-                                     "cpu_median": round(statistics.median(cpus), 3) if cpus else None,
-                                     "note": "cannot judge the input pipeline without the trainer's stacks"}
-            fix = _no_stacks_fix(w)
-            why = "cannot attribute the cause without the trainer's stacks"
-        pattern = " — util swings while power stays low: it waits for data" if sig else ""
-        out.append(Finding("starved_unattributed", severity_for(impact, floor="low"), impact,
-                           f"card {c} is starved (util {cs.util:.0f}%{pattern}); {why}", ev, fix, card=c))
-    return out
 
 
 def healthy(w: Window) -> Finding | None:
@@ -252,8 +145,7 @@ def healthy(w: Window) -> Finding | None:
             if cs.util is None:
                 return None
             p10 = quantile(cs.utils, 0.1) or 0.0
-            steady = (cs.mem_total is not None and cs.mem_used_max is not None
-                      and cs.mem_used_max - cs.mem_used_min <= 0.05 * cs.mem_total)
+            steady = cs.mem_swing is not None and cs.mem_swing <= 0.05
             if cs.util >= 90.0 and (cs.sm is None or cs.sm >= 80.0):
                 per[str(cs.card)] = {"path": "util+sm", "util": round(cs.util, 1),
                                      "sm_active": None if cs.sm is None else round(cs.sm, 1)}
@@ -263,22 +155,22 @@ def healthy(w: Window) -> Finding | None:
             else:
                 return None
         u = w.job_util or 0.0
-        return Finding("healthy", "info", 0.0,
+        return Finding("healthy", Severity.INFO, 0.0,
                        f"saturated: {len(cards)} card(s) busy ({u:.0f}% util), the host keeps up",
                        {"cards": per}, FIX_HEALTHY)
     pids = w.judged_pids
     if not pids:
         return None
-    shares = {str(p): round(w.stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
+    shares = {str(p): round(w.judged_stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
     if min(shares.values()) < 0.70:
         return None
-    return Finding("healthy", "info", 0.0,
+    return Finding("healthy", Severity.INFO, 0.0,
                    f"CPU compute-bound: the main thread computes {pct(min(shares.values()))} of the time",
                    {"compute_share": shares}, FIX_HEALTHY)
 
 
 def no_data(t: float, summary: str, evidence: dict[str, object] | None = None) -> Finding:
     """no_data — too little data to judge (warm-up, too few samples, nothing conclusive)."""
-    return Finding("no_data", "info", 0.0, summary, evidence or {},
+    return Finding("no_data", Severity.INFO, 0.0, summary, evidence or {},
                    "Record for longer (the advisor needs ≥ 10 s of warm-up, then ≥ 20 s of card samples or "
                    "≥ 300 stack samples (or 20 s of them) in its 30 s window).", t=t)

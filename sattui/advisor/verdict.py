@@ -24,8 +24,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_input, rules_system
-from sattui.advisor.base import AdvisorContext, Finding, Verdict
+from sattui.advisor import anomaly, cost, rules_gpu, rules_ledger, rules_system
+from sattui.advisor.base import AdvisorContext, Finding, Verdict, severity_for
+from sattui.advisor.ledger import JobLedger, LedgerBook
 from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.window import StackBinner, Window
 from sattui.timeline import Timeline
@@ -42,42 +43,50 @@ class RuleSpec:
     id: str
     anchor_id: str          # advisor-rules.md number (R01 …) or "new"
     fn: RuleFn | None       # None: decided in the decision step (healthy, no_data)
-    window: str = "short"   # "short" (30 s) or "long" (300 s)
+    window: str = "short"   # "short" (30 s), "long" (300 s) or "ledger" (the time ledger's window)
     category: str = "cause"  # cause | modifier | info | cost
     hysteresis: bool = True
     needs: tuple[str, ...] = ()  # signals; see cannot_judge()
+    # The rule's impact is a share of one card's time: the Advisor scales it to the job
+    # (a cause on one card of eight counts an eighth), so impacts compare across rules.
+    per_card: bool = False
 
 
+# Causes of lost time come from the ledger (rules_ledger, window "ledger"): one scale, the
+# share of the job's wall time, so they compare with each other and the headline is the
+# largest. The card rules judge the cards' own figures.
 RULES: tuple[RuleSpec, ...] = (
     RuleSpec("debug_settings", "R18", rules_system.debug_settings, hysteresis=False),
-    RuleSpec("straggler", "R14", rules_host.straggler),
-    RuleSpec("comm_bound", "R14b", rules_host.comm_bound, needs=("stacks",)),
-    RuleSpec("periodic_stall", "R15", rules_host.periodic_stall, window="long"),
-    RuleSpec("worker_respawn", "R16", rules_input.worker_respawn, window="long"),
-    RuleSpec("main_process_loading", "R05", rules_input.main_process_loading, needs=("stacks",)),
-    RuleSpec("input_bound", "R01", rules_input.input_bound, needs=("stacks",)),
-    RuleSpec("worker_cpu_bound", "R02", rules_input.worker_cpu_bound, needs=("stacks",)),
-    RuleSpec("too_few_workers", "R03", rules_input.too_few_workers, needs=("stacks", "cpu_count")),
-    RuleSpec("worker_io_bound", "R04", rules_input.worker_io_bound, needs=("stacks",)),
-    RuleSpec("host_sync_stall", "R06", rules_host.host_sync_stall, needs=("stacks", "cards")),
-    RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link")),
-    RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie")),
-    RuleSpec("host_overhead_bound", "R07", rules_host.host_overhead_bound, needs=("stacks", "cards")),
-    RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks")),
-    RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm")),
-    RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",)),
+    RuleSpec("straggler", "R14", rules_ledger.straggler, window="ledger", needs=("stacks",)),
+    RuleSpec("comm_bound", "R14b", rules_ledger.comm_bound, window="ledger", needs=("stacks",)),
+    RuleSpec("periodic_stall", "R15", rules_ledger.periodic_stall, window="ledger", needs=("stacks",)),
+    RuleSpec("worker_respawn", "R16", rules_ledger.worker_respawn, window="ledger", needs=("stacks",)),
+    RuleSpec("main_process_loading", "R05", rules_ledger.main_process_loading, window="ledger", needs=("stacks",)),
+    RuleSpec("worker_cpu_bound", "R02", rules_ledger.worker_cpu_bound, window="ledger", needs=("stacks",)),
+    RuleSpec("too_few_workers", "R03", rules_ledger.too_few_workers, window="ledger",
+             needs=("stacks", "cpu_count")),
+    RuleSpec("worker_io_bound", "R04", rules_ledger.worker_io_bound, window="ledger", needs=("stacks",)),
+    RuleSpec("cpu_contention", "R17", rules_ledger.cpu_contention, window="ledger", needs=("stacks",)),
+    RuleSpec("input_bound", "R01", rules_ledger.input_bound, window="ledger", needs=("stacks",)),
+    RuleSpec("host_sync_stall", "R06", rules_ledger.host_sync_stall, window="ledger", needs=("stacks", "cards")),
+    RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link"), per_card=True),
+    RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie"), per_card=True),
+    RuleSpec("host_overhead_bound", "R07", rules_ledger.host_overhead_bound, window="ledger",
+             needs=("stacks", "cards")),
+    RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks"), per_card=True),
+    RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm"), per_card=True),
+    RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",), per_card=True),
     RuleSpec("card_imbalance", "new", rules_gpu.card_imbalance, needs=("cards",)),
     RuleSpec("low_tensor_core_use", "R09", rules_gpu.low_tensor_core_use, category="modifier",
              needs=("cards", "sm", "tensor")),
     RuleSpec("memory_near_full", "R11", rules_gpu.memory_near_full, category="info", needs=("cards",)),
-    RuleSpec("cpu_contention", "R17", rules_system.cpu_contention, needs=("cpu_count",)),
-    RuleSpec("starved_unattributed", "R19", rules_system.starved_unattributed, needs=("cards",)),
-    RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",)),
+    RuleSpec("starved_unattributed", "R19", rules_ledger.starved_unattributed, window="ledger", needs=("cards",)),
+    RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",), per_card=True),
     RuleSpec("pcie_saturated_sm_idle", "new", cost.pcie_saturated_sm_idle, category="cost",
-             needs=("cards", "sm", "pcie")),
-    RuleSpec("memory_swing", "new", cost.memory_swing, window="long", category="cost", needs=("cards",)),
+             needs=("cards", "sm", "pcie"), per_card=True),
+    RuleSpec("memory_swing", "new", cost.memory_swing, window="long", category="cost", needs=("cards",), per_card=True),
     RuleSpec("util_anomaly", "new", anomaly.util_anomaly, window="long", category="info", hysteresis=False,
-             needs=("cards",)),
+             needs=("cards",), per_card=True),
     RuleSpec("healthy", "R00", None, category="info", hysteresis=False),
     RuleSpec("no_data", "new", None, category="info", hysteresis=False),
 )
@@ -89,6 +98,17 @@ PRECEDENCE = {s.id: i for i, s in enumerate(RULES)}
 # Rules that read the trainer's stacks (said "cannot judge" without them).
 STACK_RULES = ("input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_bound", "main_process_loading",
                "host_sync_stall", "host_overhead_bound", "comm_bound")
+
+
+def job_scaled(f: Finding, n_cards: int) -> Finding:
+    """A per-card finding on the job's scale: its impact over ``n_cards`` job cards, its
+    severity lowered to match (never raised past what the rule said)."""
+    if n_cards <= 1 or f.card is None:
+        return f
+    impact = f.impact / n_cards
+    sev = severity_for(impact, cap=f.severity) if f.impact > 0 else f.severity
+    return dataclasses.replace(f, impact=impact, severity=sev,
+                               evidence={**f.evidence, "card_impact": round(f.impact, 4), "job_cards": n_cards})
 
 
 def rank_key(f: Finding) -> tuple[int, float, int]:
@@ -180,15 +200,24 @@ class Advisor:
 
     EVERY_S = 5.0
     WINDOW_S = 30.0
+    # The ledger's causes are judged over the last two minutes: long enough for an
+    # evaluation pass or a worker restart every few steps to show at its true share,
+    # short enough that a fix shows within a couple of minutes.
+    LEDGER_WINDOW_S = 120.0
+    # Evidence: a cause is judged on at least this many seconds of the ledger.
+    LEDGER_MIN_S = 20.0
 
     def __init__(self, ctx: AdvisorContext, window_s: float = 30.0, long_window_s: float = 300.0,
-                 warmup_s: float = 10.0) -> None:
+                 warmup_s: float = 10.0, ledger_window_s: float = LEDGER_WINDOW_S,
+                 on_ledger_bin: Callable[[int, JobLedger], None] | None = None) -> None:
         self.ctx = ctx
         self.window_s = window_s
         self.long_window_s = long_window_s
+        self.ledger_window_s = min(ledger_window_s, long_window_s)
         self.warmup_s = warmup_s
         self._hyst: dict[tuple[str, int | None, int | None], _Hyst] = {}
         self._binner = StackBinner()
+        self.book = LedgerBook(on_close=on_ledger_bin)
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
 
@@ -197,6 +226,27 @@ class Advisor:
         w = Window(timeline, self.ctx, max(t_now - self.window_s, start), t_now)
         wl = Window(timeline, self.ctx, max(t_now - self.long_window_s, start), t_now, binner=self._binner, like=w)
         return w, wl
+
+    def ledger_window(self, timeline: Timeline, t_now: float, w: Window, wl: Window) -> Window:
+        """The Window the ledger's rules read, with the ledger of its settled bins."""
+        settled = t_now - StackBinner.LAG_S
+        self.book.update(w, wl, settled)
+        lw = Window(timeline, self.ctx, max(t_now - self.ledger_window_s, self.warmup_s), t_now, binner=self._binner,
+                    like=w)
+        job = self.book.window(lw.t0, settled, gpu_job=w.gpu_job)
+        enough = any(r.wall_s >= self.LEDGER_MIN_S * 0.95 for r in job.ranks.values()) or \
+            any(c.wall_s >= self.LEDGER_MIN_S * 0.95 for c in job.cards.values())
+        lw.ledger = job if enough else None
+        return lw
+
+    def flush_ledger(self, timeline: Timeline, t_end: float) -> None:
+        """At the end of a recording: the last bins (those the lag held back) and every
+        bin still kept go to ``on_ledger_bin``."""
+        if self.last_windows is None or t_end <= self.warmup_s:
+            return
+        w, wl = self.windows(timeline, t_end)
+        self.book.update(w, wl, t_end + StackBinner.LAG_S)
+        self.book.close_all()
 
     def _note_events(self, timeline: Timeline, t_now: float) -> None:
         for ev in timeline.window("event", 0, max(0.0, self._events_seen_t - self.window_s), t_now + 1e-9):
@@ -216,13 +266,15 @@ class Advisor:
                          "stack_pids": [p for p in w.trainer_pids if w.stack(p) is not None]})
             return Verdict(f, [f], t=t_now, collecting=True, cannot_judge=cannot_judge(w))
 
+        lw = self.ledger_window(timeline, t_now, w, wl)
+        windows = {"short": w, "long": wl, "ledger": lw}
         raw: dict[tuple[str, int | None, int | None], Finding] = {}
         for spec in RULES:
             if spec.fn is None:
                 continue
-            for f in spec.fn(wl if spec.window == "long" else w, 1.0):
-                raw[f.key()] = f
-        active = self._hysteresis(raw, w, wl)
+            for f in spec.fn(windows[spec.window], 1.0):
+                raw[f.key()] = job_scaled(f, len(w.job_cards)) if spec.per_card else f
+        active = self._hysteresis(raw, windows)
         for f in active:
             f.t = t_now
 
@@ -255,8 +307,8 @@ class Advisor:
             findings.insert(0, headline)
         return Verdict(headline, findings, t=t_now, cannot_judge=cannot_judge(w))
 
-    def _hysteresis(self, raw: dict[tuple[str, int | None, int | None], Finding], w: Window,
-                    wl: Window) -> list[Finding]:
+    def _hysteresis(self, raw: dict[tuple[str, int | None, int | None], Finding],
+                    windows: dict[str, Window]) -> list[Finding]:
         held_cache: dict[str, dict[tuple[str, int | None, int | None], Finding]] = {}
         out = []
         for key, f in raw.items():
@@ -277,7 +329,10 @@ class Advisor:
                 del self._hyst[key]
                 continue
             if spec.id not in held_cache:
-                held_cache[spec.id] = {f.key(): f for f in spec.fn(wl if spec.window == "long" else w, HOLD_RELAX)}
+                assert spec.fn is not None
+                held_cache[spec.id] = {
+                    f.key(): job_scaled(f, len(windows["short"].job_cards)) if spec.per_card else f
+                    for f in spec.fn(windows[spec.window], HOLD_RELAX)}
             held = held_cache[spec.id].get(key)
             if held is not None:
                 st.off = 0

@@ -183,6 +183,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--truth", default=None, help="append per-second truth JSON lines here")
     p.add_argument("--steps-file", default=None, help="write steps/s at exit here (benchmarks)")
+    p.add_argument("--step-times", default=None, metavar="FILE",
+                   help="append the time.monotonic() of every step's end here, one a line (benchmarks)")
     p.add_argument("--sim-card", default=None, metavar="FILE",
                    help="append compute intervals here for sattui's simulated card (sattui demo)")
     return p.parse_args(argv)
@@ -216,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     _idle_threads(args.extra_threads, stop)
 
     truth = open(args.truth, "a", buffering=1) if args.truth else None
+    # Line-buffered: a reader sees every step at once; one small write per step costs the
+    # same with and without sattui attached (bench/overhead.py compares the two).
+    step_times = open(args.step_times, "a", buffering=1) if args.step_times else None
     sim = SimCardFeed(args.sim_card, model, args.batch, dim) if args.sim_card else None
     wait_s = 0.0
     steps = 0
@@ -246,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 if sim is not None:
                     sim.end()
                 steps += 1
+                if step_times is not None:
+                    step_times.write(f"{time.monotonic():.6f}\n")
                 now = time.perf_counter()
                 if truth is not None and now >= next_truth:
                     truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s,
@@ -255,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
     finally:
         stop.set()
+        if step_times is not None:
+            step_times.close()
         if sim is not None:
             sim.close()
         if pin_stage is not None:

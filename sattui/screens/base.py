@@ -10,8 +10,8 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from sattui.view.data import ViewData
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.viewdata import ViewData
 
 if TYPE_CHECKING:
     from sattui.app import SattuiApp

@@ -13,12 +13,12 @@ from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
 from sattui.textsafe import clean
-from sattui.widgets import fmt
-from sattui.widgets.binning import Axis
+from sattui.view import fmt
+from sattui.view.binning import Axis
+from sattui.view.data import ViewData
+from sattui.view.lines import card_screen_lines, fit
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.rows import card_screen_lines, fit
 from sattui.widgets.timechart import TimeChart
-from sattui.widgets.viewdata import ViewData
 
 
 def card_title(info: dict[str, Any], simulated: bool, lost: bool, width: int) -> str:
@@ -47,7 +47,8 @@ class CardScreen(SubScreen):
     BINDINGS = [
         *SubScreen.BINDINGS,
         Binding("tab", "next_card(1)", "next card", show=False, key_display="⇥", tooltip="next / previous card"),
-        Binding("shift+tab", "next_card(-1)", "previous card", show=False, key_display="⇧⇥", tooltip="next / previous card"),
+        Binding("shift+tab", "next_card(-1)", "previous card", show=False, key_display="⇧⇥",
+                tooltip="next / previous card"),
         *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
           for d in range(10)),
     ]

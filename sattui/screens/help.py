@@ -13,10 +13,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
-from sattui.widgets.header import ViewState
 from sattui.states import State
 from sattui.vendors.nvml_events import CLOCK_REASONS
-from sattui.widgets.viewdata import ViewData
+from sattui.view.data import ViewData
+from sattui.widgets.header import ViewState
 
 PARAGRAPHS = (
     ("Reading the strips",

@@ -8,12 +8,12 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SattuiScreen
+from sattui.view.binning import Axis
+from sattui.view.data import ViewData
+from sattui.view.lines import main_lines
 from sattui.widgets.advice import AdvicePanel
-from sattui.widgets.binning import Axis
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.rows import main_lines
 from sattui.widgets.timechart import TimeChart
-from sattui.widgets.viewdata import ViewData
 
 ADVICE_MIN_LINES = 4  # the verdict's evidence and fix must stay readable at 80×24
 

@@ -12,13 +12,13 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
-from sattui.textsafe import clean
-from sattui.widgets import fmt
-from sattui.widgets.header import StatusHeader, ViewState
 from sattui.states import state_of
-from sattui.widgets.rows import fit
-from sattui.widgets.stacktable import states_present, top_functions
-from sattui.widgets.viewdata import ViewData
+from sattui.textsafe import clean
+from sattui.view import fmt
+from sattui.view.data import ViewData
+from sattui.view.lines import fit
+from sattui.view.stacktable import states_present, top_functions
+from sattui.widgets.header import StatusHeader, ViewState
 
 MAX_ROWS = 60
 # cells before the function column (29) + the table's padding (2) + a scrollbar (2)

@@ -8,11 +8,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.screens.base import SubScreen
-from sattui.widgets.binning import Axis
+from sattui.view.binning import Axis
+from sattui.view.data import ViewData
+from sattui.view.lines import worker_screen_lines
 from sattui.widgets.header import StatusHeader, ViewState
-from sattui.widgets.rows import worker_screen_lines
 from sattui.widgets.timechart import TimeChart
-from sattui.widgets.viewdata import ViewData
 
 
 class WorkersScreen(SubScreen):

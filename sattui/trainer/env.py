@@ -41,6 +41,11 @@ ALLOWED_EXACT: frozenset[str] = frozenset(
         "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_RESTART_COUNT",
         "TORCHELASTIC_MAX_RESTARTS",
+        # rank numbers of other launchers (Open MPI, MPICH / Intel MPI, Slurm's srun):
+        # the trainer found below one of them is a rank (sattui/trainer/launchers.py)
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
         # which cards a process sees (rank -> card mapping), per vendor
         "CUDA_VISIBLE_DEVICES",
         "CUDA_DEVICE_ORDER",

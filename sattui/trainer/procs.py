@@ -56,7 +56,9 @@ import psutil
 
 from sattui.errors import TargetError
 from sattui.model import Event, ProcSample
+from sattui.textsafe import clean, clean_argv
 from sattui.trainer.env import read_allowed_env
+from sattui.trainer.launchers import Candidate, Found, TrainerFinder, python_launcher
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -70,7 +72,6 @@ _FORKSERVER_MARKER = "multiprocessing.forkserver"
 _INFRA_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
                   _FORKSERVER_MARKER)
 _COMPILE_MARKERS = ("_inductor/compile_worker", "_inductor.compile_worker")
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 # Errors that mean "this process (or thread) went away or hides from us while we
 # looked". Anything of these is a skip, never an exception out of sample().
@@ -223,29 +224,19 @@ def _joined(cmdline: Iterable[str]) -> str:
     return " ".join(cmdline)
 
 
+def _identity(pid: int) -> tuple[str, list[str], str | None]:
+    """``(comm, cmdline, exe)`` of a process, read afresh ("" / [] / None when gone)."""
+    comm = (_read_text(f"/proc/{pid}/comm") or "").strip()
+    got = _read_cmdline(pid)
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    return comm, got[1] if got else [], exe
+
 def is_launcher(comm: str, cmdline: list[str]) -> bool:
     """A torchrun / torch.distributed.run launcher (the elastic agent)."""
-    if comm == LAUNCHER_COMM:  # torch.distributed.run.run() names its thread so
-        return True
-    if not cmdline:
-        return False
-    if os.path.basename(cmdline[0]) == "torchrun":
-        return True
-    # python [flags] (torchrun-script | -m module): only the script or module counts,
-    # not an argument that happens to say "torchrun"
-    args = iter(cmdline[1:])
-    for arg in args:
-        if arg == "-m":
-            return next(args, "") in _LAUNCHER_MODULES
-        if arg == "-c":
-            return False
-        if arg in ("-X", "-W", "-Q"):
-            next(args, None)  # these flags take a value
-            continue
-        if arg.startswith("-"):
-            continue
-        return os.path.basename(arg) == "torchrun"
-    return False
+    return python_launcher(comm, cmdline) == "torchrun"
 
 
 def rank_from_env(env: dict[str, str] | None) -> int | None:
@@ -309,20 +300,15 @@ def is_python(comm: str, cmdline: list[str], exe: str | None = None) -> bool:
 def python_by_name(pid: int) -> bool | None:
     """``is_python`` from what ``/proc`` shows without ptrace rights (comm, cmdline).
 
-    For telling "not Python" from "no permission" when py-spy is refused: py-spy first
-    reads ``/proc/PID/exe``, which needs ptrace-read access, so a refused non-Python
+    For telling "not Python" from "no permission" when py-spy is refused (doctor): py-spy
+    first reads ``/proc/PID/exe``, which needs ptrace-read access, so a refused non-Python
     process would otherwise pass for a Python one sattui may not read. None when the
     process is gone.
     """
-    comm = _read_text(f"/proc/{pid}/comm")
-    cmd = _read_cmdline(pid)
-    if comm is None or cmd is None:
+    comm, cmdline, exe = _identity(pid)
+    if not comm and not cmdline:
         return None
-    try:
-        exe: str | None = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        exe = None
-    return is_python(comm.strip(), cmd[1], exe)
+    return is_python(comm, cmdline, exe)
 
 
 # --------------------------------------------------------------------------- the tree
@@ -371,6 +357,36 @@ class ProcessTree:
         self._first = True
         self._main_gone = False
         self._children_file = os.path.exists(f"/proc/{pid}/task/{pid}/children")
+        # A launcher (a shell, srun, torchrun, accelerate …) is not the trainer: the
+        # finder looks below it every tick. Re-judged every tick: a shell may exec python.
+        self._root_python: bool | None = None
+        self.launcher: str | None = self._launcher_kind()
+        self.finder: TrainerFinder | None = TrainerFinder(pid) if self.launcher else None
+
+    def _launcher_kind(self) -> str | None:
+        """None when the root is the trainer itself (a Python process that launches
+        nothing), else what launches it: ``torchrun``, ``accelerate``, ``deepspeed``, or
+        the name of a non-Python root (``bash``, ``srun`` …)."""
+        comm, cmdline, exe = _identity(self.pid)
+        self._root_python = is_python(comm, cmdline, exe)
+        if self._root_python:
+            return python_launcher(comm, cmdline)
+        return clean(comm or os.path.basename(cmdline[0]) if cmdline else comm or "?", 40)
+
+    def looking_message(self) -> str:
+        """What a launcher root means for sampling, for a person."""
+        what = "not a Python process" if self._root_python is False else "a launcher"
+        return (f"pid {self.pid} ({self.launcher}) is {what}: looking below it for the trainer "
+                "(a Python process with torch loaded, a rank, or one owning DataLoader workers)")
+
+    def trainer_pids(self) -> list[int]:
+        """The processes to sample: the root itself, or the trainers found below it."""
+        if self.finder is None:
+            return [self.pid] if not self._main_gone else []
+        return self.finder.pids()
+
+    def found(self) -> list[Found]:
+        return list(self.finder.found.values()) if self.finder is not None else []
 
     def _settle(self, timeout: float = 0.5) -> None:
         """Wait (briefly) until a just-started process shows its cmdline and environ.
@@ -403,13 +419,7 @@ class ProcessTree:
     def info(self) -> dict[str, Any]:
         # read afresh, not cached: a process may exec again (a shell wrapper, pyenv's
         # torchrun shim) and the first read may have raced the child's exec
-        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
-        got = _read_cmdline(self.pid)
-        cmdline = got[1] if got else []
-        try:
-            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
-        except OSError:
-            exe = None
+        comm, cmdline, exe = _identity(self.pid)
         env = read_allowed_env(self.pid)
         return {
             "pid": self.pid,
@@ -418,7 +428,7 @@ class ProcessTree:
             "env_readable": env is not None,  # {} above can mean "not allowed to read"
             "nspid": nspid_of(self.pid),
             "python": is_python(comm, cmdline, exe),
-            "launcher": "torchrun" if is_launcher(comm, cmdline) else None,
+            "launcher": self.launcher,
         }
 
     def rank_pids(self) -> dict[int, int]:
@@ -437,6 +447,14 @@ class ProcessTree:
         first, self._first = self._first, False
 
         stats = self._walk()
+        if self.finder is None and not self._main_gone and self._root_python:
+            # A Python root can still turn out to be a launcher: torchrun names its
+            # thread pt_elastic only once it runs, a shim may exec torchrun.
+            kind = self._launcher_kind()
+            if kind is not None:
+                self.launcher, self.finder = kind, TrainerFinder(self.pid)
+        if self.finder is not None and not self._main_gone:
+            self._find(stats, t, events)
         seen: set[int] = set()
         samples: list[ProcSample] = []
 
@@ -491,6 +509,53 @@ class ProcessTree:
         if new and not first:
             events.append(Event(t, "proc_started", f"{m.role} {pid} started ({m.name})",
                                 {"pid": pid, "role": m.role}))
+
+    # ------------------------------------------------------------------ launchers
+
+    def _find(self, stats: dict[int, _Stat], t: float, events: list[Event]) -> None:
+        """Re-judge the root (a shell may have exec'd python) and find the trainers below it."""
+        kind = self._launcher_kind()
+        assert self.finder is not None
+        if kind is None:  # the wrapper became the trainer (``exec python train.py``)
+            st = stats.get(self.pid)
+            m = self._members.get(self.pid)
+            if st is None:
+                return
+            events.append(self._found_event(t, Found(self.pid, st.start, None,
+                                                     f"{self.launcher} pid {self.pid} exec'd it"), m))
+            self.finder = None
+            self.launcher = None
+            if m is not None:
+                m.role = "main"
+            return
+        self.launcher = kind
+        cands: list[Candidate] = []
+        worker_parents: set[int] = set()
+        for pid, st in stats.items():
+            m = self._members.get(pid)
+            if m is not None and m.start == st.start:
+                cmdline = m.cmdline
+            else:
+                got = _read_cmdline(pid)
+                cmdline = got[1] if got else []
+            if st.comm == WORKER_COMM:
+                worker_parents.add(st.ppid)
+            text = _joined(cmdline)
+            helper = st.comm in (WORKER_COMM, PIN_COMM) or any(
+                x in text for x in _SPAWN_MARKERS + _INFRA_MARKERS + _COMPILE_MARKERS)
+            cands.append(Candidate(pid, st.ppid, st.start, st.comm, cmdline, is_python(st.comm, cmdline), helper))
+        for f in self.finder.scan(cands, worker_parents):
+            events.append(self._found_event(t, f, self._members.get(f.pid), next(
+                (c.cmdline for c in cands if c.pid == f.pid), None)))
+
+    def _found_event(self, t: float, f: Found, m: _Member | None, cmdline: list[str] | None = None) -> Event:
+        cmd = cmdline if cmdline is not None else (m.cmdline if m is not None else [])
+        shown = clean_argv([os.path.basename(cmd[0]), *cmd[1:]], 80) if cmd else "?"
+        rank = f" (rank {f.rank})" if f.rank is not None else ""
+        msg = f"trainer{rank}: pid {f.pid} ({shown}), found under {self.launcher} pid {self.pid}: {f.reason}"
+        return Event(t, "trainer_found", msg, {"pid": f.pid, "rank": f.rank, "under": self.pid,
+                                                "launcher": self.launcher, "reason": f.reason,
+                                                "cmdline": list(cmd)})
 
     # ------------------------------------------------------------------ walking
 
@@ -599,18 +664,31 @@ class ProcessTree:
         parent = self._members.get(st.ppid)
         if parent is not None and (parent.zombie or parent.owner is not None):
             parent = None
+        finder = self.finder
+        found = finder.found.get(m.pid) if finder is not None else None
+        if found is not None and found.start == m.start:
+            m.role, m.fallback, m.rank = found.role, False, found.rank
+            return
+        if finder is not None and m.pid == self.pid:
+            # The launcher: ``main`` (what was given) until a trainer shows up below it.
+            m.role, m.fallback = ("other" if finder.ever_found else "main"), False
+            m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
+            return
         if parent is None and m.pid != self.pid and m.ticks is not None:
             return  # orphan (or parent left the tree): keep what we knew
+        # A launcher's children are never its DataLoader workers (a shell forks subshells
+        # that share its command line until they exec).
+        launcher_child = finder is not None and parent is not None and parent.pid == self.pid
         role, fallback = role_of(
-            st.comm, m.cmdline, is_main=m.pid == self.pid,
-            parent_role=parent.role if parent else None,
+            st.comm, m.cmdline, is_main=m.pid == self.pid and finder is None,
+            parent_role="other" if launcher_child else parent.role if parent else None,
             parent_cmdline=parent.cmdline if parent else None,
             env_rank=m.env_rank, parent_env_rank=parent.env_rank if parent else None,
         )
         if fallback and m.trainer:
             role, fallback = "rank", False
         m.role, m.fallback = role, fallback
-        if role == "rank" or m.pid == self.pid:
+        if role == "rank" or (m.pid == self.pid and self.finder is None):
             m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
         else:
             m.rank = parent.rank if parent else None

@@ -146,7 +146,8 @@ def probe_all() -> list[Probe]:
     return out
 
 
-def open_backend(name: str, clock: Callable[[], float] = time.monotonic) -> tuple[Backend | None, list[CardInfo], list[str]]:
+def open_backend(name: str, clock: Callable[[], float] = time.monotonic
+                 ) -> tuple[Backend | None, list[CardInfo], list[str]]:
     """The backend to use and its cards, plus why others were passed over (``auto``).
 
     ``none`` gives no backend. A forced backend that cannot start raises its error.

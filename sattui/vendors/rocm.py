@@ -115,7 +115,7 @@ def parse_rocm_smi_json(text: str) -> dict[int, CardReading]:
         idx = int(m.group(1))
         r = CardReading(index=idx)
 
-        def val(conv: Callable[[Any, str], Any], *keys: str) -> Any:
+        def val(conv: Callable[[Any, str], Any], *keys: str, d: dict[str, Any] = d, key: str = key) -> Any:
             # Errors name the card and the key as rocm-smi printed it (lower-cased).
             k = next((k for k in keys if k in d and not is_na(d[k])), None)
             return None if k is None else conv(d[k], f"{key} {k!r}")

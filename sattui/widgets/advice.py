@@ -11,7 +11,8 @@ from textual.widgets import Static
 
 from sattui.findings import Finding, evidence_text
 from sattui.textsafe import clean
-from sattui.widgets.viewdata import ViewData
+from sattui.view.data import ViewData
+
 
 def _wrapped(out: Text, head: str, body: str, style: str, width: int) -> None:
     """``head`` then ``body`` wrapped under itself (a hanging indent), so the fix text of a

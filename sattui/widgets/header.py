@@ -1,6 +1,6 @@
 """The status header: trainer, uptime, backend, sampler, verdict, and every degraded state.
 
-Drawn from one :class:`~sattui.widgets.viewdata.ViewData` per redraw; the text is only
+Drawn from one :class:`~sattui.view.data.ViewData` per redraw; the text is only
 re-set when it changed, so a steady screen costs no layout.
 """
 
@@ -14,10 +14,10 @@ from textual.widget import Widget
 
 from sattui.sampler_status import SamplerStatus
 from sattui.textsafe import clean, clean_argv
-from sattui.widgets import fmt
-from sattui.widgets.rows import Run, fit
+from sattui.view import fmt
+from sattui.view.data import ViewData
+from sattui.view.lines import Run, fit
 from sattui.widgets.timechart import RunStyles
-from sattui.widgets.viewdata import ViewData
 
 HEADER_STYLES = ("title", "dim", "value", "good", "warn", "bad", "sim", "high", "medium", "low", "info", "paused")
 MAX_PROBLEM_LINES = 3
@@ -51,6 +51,19 @@ def sampler_runs(data: ViewData) -> list[Run]:
     return [("no stacks", "warn")]
 
 
+def found_trainers(data: ViewData) -> list[dict]:
+    """The trainers found below a launcher that are still running at ``t_end``, by rank
+    (``trainer_found`` events; one that exited is replaced by the next one found)."""
+    found: dict[int, dict] = {}
+    for ev in data.events:
+        pid = ev.data.get("pid")
+        if ev.type == "trainer_found" and isinstance(pid, int):
+            found[pid] = ev.data
+        elif ev.type == "proc_exited" and pid in found:
+            del found[pid]
+    return sorted(found.values(), key=lambda d: (d.get("rank") is None, d.get("rank") or 0, d.get("pid") or 0))
+
+
 def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]:
     h = data.header
     st = data.status
@@ -73,6 +86,19 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
             cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
         # Escaped before it is cut, so the cut counts what is shown.
         who = f"pid {pid} " + (clean_argv(cmd) if isinstance(cmd, list) else clean(cmd or ""))
+        found = found_trainers(data)
+        if found:
+            # Under a launcher: the trainer(s) found below it, and what they are under.
+            f = found[0]
+            fcmd = f.get("cmdline")
+            fcmd = [os.path.basename(fcmd[0]) or fcmd[0], *fcmd[1:]] if isinstance(fcmd, list) and fcmd else []
+            rank = f"rank {f['rank']} " if f.get("rank") is not None else ""
+            more = f" +{len(found) - 1} more" if len(found) > 1 else ""
+            # "under …" first: a long command line is cut at the right edge
+            who = (f"{rank}pid {f.get('pid')}{more} (under {clean(h.get('launcher') or f.get('launcher'))} "
+                   f"pid {pid}) {clean_argv(map(str, fcmd))}")
+        elif h.get("launcher") and st is not None and st.sampler == SamplerStatus.STARTING:
+            who += f"  ({clean(h.get('launcher'))}: looking for the trainer below it)"
     else:
         who = "no trainer (cards only)"
     room = max(8, width - right_len - 2)

@@ -3,8 +3,8 @@
 Why one widget and not Textual's ``Sparkline``: the stock one buckets with ``max`` (it
 hides exactly the dips we look for) and eight of them redrawn at 10 Hz took 76 % of a
 core, nearly all in its Rich-compatibility render path (DESIGN.md). Here the screen bins
-the data once per redraw (``sattui.widgets.rows``), this widget turns each
-:class:`~sattui.widgets.rows.Line` into a :class:`~textual.strip.Strip` once, reuses the
+the data once per redraw (``sattui.view.lines``), this widget turns each
+:class:`~sattui.view.lines.Line` into a :class:`~textual.strip.Strip` once, reuses the
 Strip while the Line is unchanged, and ``render_line`` only hands cached Strips out.
 """
 
@@ -22,7 +22,7 @@ from textual.widget import Widget
 
 from sattui.states import State
 from sattui.textsafe import clean
-from sattui.widgets.rows import Columns, Line, Runs, columns_for
+from sattui.view.lines import Columns, Line, Runs, columns_for
 
 STYLE_NAMES = (
     "good", "warn", "bad", "nodata", "label", "selected", "sim", "bad-tag", "value", "dim", "head", "axis",
@@ -78,7 +78,7 @@ def fit_runs(runs: Runs, width: int, style_of: RunStyles, pad_style: Style) -> l
 
 
 class TimeChart(Widget):
-    """Rows of labelled strips over one shared time axis (see ``sattui.widgets.rows``)."""
+    """Rows of labelled strips over one shared time axis (see ``sattui.view.lines``)."""
 
     COMPONENT_CLASSES = {f"chart--{n}" for n in STYLE_NAMES}
     DEFAULT_CSS = """

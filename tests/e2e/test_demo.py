@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sattui.record import RecordingReader, samples_from_record
+from sattui.recording import RecordingReader, samples_from_record
 from tests.e2e.conftest import _have_torch, run_sattui
 
 pytestmark = pytest.mark.e2e

@@ -355,7 +355,9 @@ def test_a_process_that_is_not_python_is_named_so_even_where_ptrace_is_refused(j
 
 
 def test_record_of_a_refused_non_python_process_says_not_python(tmp_path, jobs):
-    """The monitor's sampler, same case: `sattui record --pid` from a user namespace."""
+    """The recorder, same case: `sattui record --pid` from a user namespace judges the
+    process by its name (a non-Python root is a launcher to look below), never by
+    py-spy's refusal."""
     _need_root_and("unshare")
     userns = ["unshare", "--user", "--map-root-user"]
     if subprocess.run([*userns, "true"], capture_output=True).returncode != 0:
@@ -370,7 +372,7 @@ def test_record_of_a_refused_non_python_process_says_not_python(tmp_path, jobs):
     assert "not a Python process" in r.stderr and "no permission" not in r.stderr, r.stderr
     rep = json.loads(subprocess.run([sys.executable, "-m", "sattui", "report", str(out), "--json"],
                                     capture_output=True, text=True, timeout=60, cwd=REPO).stdout)
-    assert rep["trainer"]["sampler"]["problem"] == "not a Python process"
+    assert rep["trainer"]["sampler"]["problem"] == "not a Python process (sleep), and no trainer was found below it"
 
 
 # -- CPU frequency (what this machine has) -----------------------------------------------------

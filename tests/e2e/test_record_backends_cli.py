@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.vendors.base import auto_order
 from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S
 from tests.unit.test_vendor_biren import SYNTHETIC_TABLE as BIREN_SYNTHETIC_TABLE

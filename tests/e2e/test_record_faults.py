@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
 
 
@@ -87,7 +87,9 @@ def test_not_a_python_process_records_processes_and_says_why(tmp_path):
         assert "not a Python process" in r.stderr
         rep = json.loads(run_sattui("report", str(out), "--json").stdout)
         assert [p["name"] for p in rep["processes"] if p["role"] == "main"] == ["sleep"]
-        assert rep["trainer"]["sampler"]["problem"] == "not a Python process"
+        # not Python, so maybe a launcher: sattui looked below it for a trainer, found none
+        assert rep["trainer"]["sampler"]["problem"] == "not a Python process (sleep), and no trainer was found below it"
+        assert rep["trainer"]["launcher"] == "sleep" and rep["trainer"]["found"] == []
         assert rep["trainer"]["states"] == {}
     finally:
         target.kill()

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
 
 IS_ROOT = os.geteuid() == 0
@@ -430,7 +430,8 @@ def test_disk_full_stops_a_trainer_sattui_started_itself(tiny_tmpfs):
 
 # -- row 3: a misbehaving vendor tool leaves no zombie and no orphan -------------------------
 
-GMI_S80 = REPO / "tests" / "fixtures" / "vendors" / "moorethreads" / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-procs.txt"
+GMI_S80 = (REPO / "tests" / "fixtures" / "vendors" / "moorethreads"
+           / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-procs.txt")
 
 # A fake mthreads-gmi that goes through every kind of bad day, one per call: call 3 hangs
 # with a grandchild holding its stdout (the worst case for a reaper: the child's exit

@@ -183,14 +183,18 @@ S00_FORBIDDEN = ("input_bound", "worker_cpu_bound", "too_few_workers", "worker_i
 LOADER_SCENARIOS = [
     LoaderScenario("S00", "compute_bound", Expect("healthy", {}, S00_FORBIDDEN), truth_max=0.10, seconds=32),
     # R03 "only if >= 2 idle cores (must not fire on 2 vCPU)": forbidden here on CI's 2 cores.
+    # The data wait's cause is the headline (the ledger splits the wait by what the workers
+    # did at those moments); the umbrella "input_bound" is only for a wait nothing narrows.
     LoaderScenario("S01", "input_bound",
-                   Expect("input_bound", {"input_bound": "high", "worker_cpu_bound": "medium"},
-                          ("worker_io_bound", "main_process_loading", "host_sync_stall", "host_overhead_bound")
+                   Expect("worker_cpu_bound", {"worker_cpu_bound": "high"},
+                          ("worker_io_bound", "main_process_loading", "host_sync_stall", "host_overhead_bound",
+                           "input_bound", "cpu_contention", "worker_respawn")
                           + (("too_few_workers",) if (os.cpu_count() or 1) <= 2 else ())),
                    truth_min=0.5),
     LoaderScenario("S02", "io_bound",
-                   Expect("input_bound", {"input_bound": "high", "worker_io_bound": "medium"},
-                          ("worker_cpu_bound", "too_few_workers", "main_process_loading")),
+                   Expect("worker_io_bound", {"worker_io_bound": "high"},
+                          ("worker_cpu_bound", "too_few_workers", "main_process_loading", "input_bound",
+                           "cpu_contention", "worker_respawn")),
                    truth_min=0.5),
     LoaderScenario("S03", "inline",
                    Expect("main_process_loading", {"main_process_loading": "high"},
@@ -277,11 +281,12 @@ def test_S10_periodic_checkpoint(tmp_path):
     assert abs(rep["trainer"]["states"].get("data_wait", 0.0) - true_wait) <= SHARE_TOL, (rep["trainer"], true_wait)
     # The sampler names torch.save; the fsync after it is a C call in the user's frame.
     assert abs(seen_ckpt - true_save) <= SHARE_TOL
-    check_advice(rep, Expect("periodic_stall", {"periodic_stall": "low"}, ("input_bound",)))
+    check_advice(rep, Expect("periodic_stall", {"periodic_stall": "medium"}, ("input_bound", "cpu_contention")))
     ev = f["evidence"]
-    assert ev["kind"] == "checkpoint", ev
-    assert abs(ev["period_s"] - true_period) <= PERIOD_TOL * true_period, (ev, true_period)
-    assert abs(ev["lost_share"] - true_lost) <= SHARE_TOL, (ev, true_lost)
+    assert ev["phase"] == "checkpoint", ev
+    # the ledger's share is of the whole run after the warm-up: the trainer's own torch.save
+    # share (the fsync after it is a C call in the user's frame, which the stacks call other)
+    assert abs(f["impact"] - true_save) <= SHARE_TOL, (f, true_save)
 
 
 # --------------------------------------------------------------------------- S13a
@@ -335,4 +340,10 @@ def test_S13a_ddp_straggler(tmp_path):
     check_advice(rep, Expect("straggler", {"straggler": "medium"}, ("input_bound",), rank=1))
     ev = finding(rep, "straggler", rank=1)["evidence"]
     for r, true_ar, *_ in msgs:
-        assert abs(ev["collective_share"][str(r)] - true_ar) <= SHARE_TOL, (ev, r, true_ar)
+        assert abs(ev["collective_shares"][f"rank {r}"] - true_ar) <= SHARE_TOL, (ev, r, true_ar)
+    assert "sleeping" in ev["slow_rank_own"], ev  # rank 1's own time: its sleep
+    # per rank in the report (CONTRACT: trainer.ranks)
+    by_rank = {x["rank"]: x for x in rep["trainer"]["ranks"]}
+    assert sorted(by_rank) == [0, 1]
+    for r, _true_ar, _seen, true_sleep, *_ in msgs:
+        assert abs(by_rank[r]["states"].get("idle", 0.0) - true_sleep) <= 2 * SHARE_TOL, (by_rank[r], true_sleep)

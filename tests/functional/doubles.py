@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.session import Session, SessionStatus
 from sattui.timeline import Timeline
 

@@ -15,8 +15,8 @@ from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
-from sattui.widgets.header import StatusHeader
 from sattui.states import State
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 from tests.functional.conftest import FIXTURE, replay
 from tests.functional.doubles import FrozenLive, status

@@ -7,11 +7,20 @@ import sys
 
 import pytest
 
-from sattui.widgets import fmt
-from sattui.widgets.binning import Axis, BinCache, bin_bits, bin_letters, bin_states, bin_values, typical_hold
 from sattui.states import State
-from sattui.widgets.rows import (BLOCKS, axis_line, bar, chart, columns_for, decode_clock_reasons,
-                                 legend, spark, state_cells)
+from sattui.view import fmt
+from sattui.view.binning import Axis, BinCache, bin_bits, bin_letters, bin_states, bin_values, typical_hold
+from sattui.view.lines import (
+    BLOCKS,
+    axis_line,
+    bar,
+    chart,
+    columns_for,
+    decode_clock_reasons,
+    legend,
+    spark,
+    state_cells,
+)
 
 
 def test_axis_edges_are_whole_buckets_so_the_picture_does_not_shimmer():
@@ -114,8 +123,8 @@ def test_bin_cache_reuses_until_the_signature_changes():
 
 
 def test_headless_parts_do_not_import_textual():
-    mods = ["sattui.widgets.binning", "sattui.widgets.fmt", "sattui.widgets.rows", "sattui.widgets.viewdata",
-            "sattui.widgets.stacktable", "sattui.session"]
+    mods = ["sattui.view.binning", "sattui.view.fmt", "sattui.view.lines", "sattui.view.data",
+            "sattui.view.stacktable", "sattui.session"]
     code = ("import sys\n"
             f"for m in {mods!r}: __import__(m)\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))\n")

@@ -66,12 +66,13 @@ class TL:
 
     def proc(self, pid: int, role: str, cpu: float | None, state: str = "R", t0: float = 0.0, t1: float = 60.0,
              ppid: int = PID, rank: int | None = None, name: str | None = None, dt: float = 1.0,
-             write_Bps: float = 0.0, read_Bps: float = 0.0) -> TL:
+             write_Bps: float = 0.0, read_Bps: float = 0.0, run_delay: float | None = None,
+             cpu_main: float | None = None) -> TL:
         t = t0
         while t < t1 - 1e-9:
             nm = name or {"worker": "pt_data_worker", "pin": "pt_data_pin"}.get(role, "python")
             self.tl.add("proc", pid, t, ProcSample(t, pid, ppid, role, rank, nm, cpu, state, 1000, read_Bps,
-                                                   write_Bps))
+                                                   write_Bps, run_delay=run_delay, cpu_main=cpu_main))
             t += dt
         return self
 

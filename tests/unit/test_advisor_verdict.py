@@ -4,7 +4,6 @@ import dataclasses
 
 from sattui.advisor import Advisor, AdvisorContext, Finding, Verdict
 from sattui.advisor.verdict import RULES, explains
-
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx
 
 
@@ -22,43 +21,42 @@ def test_warmup_and_collecting_are_no_data():
 
 
 def test_hysteresis_raise_hold_clear():
-    k = TL().cards(t1=200, util=40.0).main(t1=200)
-    k.stacks({"data_wait": 0.30, "forward": 0.70}, t0=0, t1=60)
-    k.stacks({"data_wait": 0.045, "forward": 0.955}, t0=60, t1=120)
-    k.stacks({"forward": 1.0}, t0=120, t1=200)
-    adv = Advisor(ctx())
+    # A CPU job waiting for data 30 % of the time until 80 s, then not at all; a 30 s ledger
+    # window so the change shows within the test.
+    k = TL().main(t1=200)
+    k.stacks({"data_wait": 0.30, "forward": 0.70}, t0=0, t1=80)
+    k.stacks({"forward": 1.0}, t0=80, t1=200)
+    adv = Advisor(ctx(cards=[]), ledger_window_s=30.0)
     seen = {}
     for t in range(35, 185, 5):
         v = adv.evaluate(k.tl, float(t))
         seen[t] = {f.rule: f for f in v.findings}
-    assert "input_bound" not in seen[35]            # over the threshold once: not raised yet
+    assert "input_bound" not in seen[35]               # over the threshold once: not raised yet
     assert seen[40]["input_bound"].severity == "high"  # twice: raised
-    held = seen[115]["input_bound"]                   # 4.5 % ≥ 0.8 × 5 %: kept, at its own severity
-    assert held.severity == "low" and abs(held.impact - 0.045) < 1e-3
-    # below the hold from t = 125: shown fading twice, cleared at the third evaluation
-    assert seen[125]["input_bound"].evidence.get("fading") and seen[130]["input_bound"].evidence.get("fading")
-    assert "input_bound" not in seen[135]
-    assert "starved_unattributed" not in seen[85] and "starved_unattributed" in seen[90]  # explained while ≥ medium
+    shown = [t for t in seen if "input_bound" in seen[t]]
+    fading = [t for t in shown if seen[t]["input_bound"].evidence.get("fading")]
+    # below the hold it is shown fading twice, then cleared at the third evaluation, for good
+    assert len(fading) == 2 and fading[1] == fading[0] + 5 and max(shown) == fading[1]
+    assert min(fading) > 80
 
 
-def test_precedence_main_process_loading_leads_input_bound():
+def test_inline_loading_leads_and_explains_the_idle_card():
     k = TL().cards(util=40.0).main(cpu=1.0, state="R").stacks({"data_inline": 0.6, "forward": 0.4})
     _, vs = _eval(k, [35.0, 40.0])
     v = vs[-1]
     rules = [f.rule for f in v.findings]
-    assert v.headline.rule == "main_process_loading" and "input_bound" in rules
-    assert "starved_unattributed" not in rules  # explained by the input finding
+    assert v.headline.rule == "main_process_loading"
+    assert "starved_unattributed" not in rules and "input_bound" not in rules
 
 
-def test_input_bound_leads_its_worker_sub_finding():
+def test_busy_workers_on_two_cpus_are_the_headline_not_too_few_workers():
     k = TL().cards(util=40.0).main().proc(201, "worker", 0.95, "R").stacks({"data_wait": 0.7, "forward": 0.3})
     _, vs = _eval(k, [35.0, 40.0], ctx(cpu_count=2))
     v = vs[-1]
-    assert v.headline.rule == "input_bound"
+    assert v.headline.rule == "worker_cpu_bound"
     rules = {f.rule for f in v.findings}
-    assert {"input_bound", "worker_cpu_bound"} <= rules
     assert "too_few_workers" not in rules  # advisor-rules.md S01: not on 2 vCPU
-    assert not {"worker_io_bound", "main_process_loading", "host_sync_stall", "host_overhead_bound"} & rules
+    assert not {"worker_io_bound", "main_process_loading", "host_sync_stall", "input_bound"} & rules
 
 
 def test_healthy_leads_low_findings():

@@ -1,6 +1,6 @@
 from sattui.feed import Feed
 from sattui.model import CardSample, Event, Frame, ProcSample, StackChunk, StackSample
-from sattui.record import stacks_to_record
+from sattui.recording import stacks_to_record
 from sattui.timeline import Timeline
 
 

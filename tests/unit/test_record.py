@@ -6,7 +6,14 @@ import pytest
 
 from sattui.errors import RecordingError, SattuiError
 from sattui.model import Event, Frame, ProcSample, StackChunk, StackSample
-from sattui.record import FORMAT, RecordingReader, RecordingWriter, make_header, samples_from_record, stacks_to_record
+from sattui.recording import (
+    FORMAT,
+    RecordingReader,
+    RecordingWriter,
+    make_header,
+    samples_from_record,
+    stacks_to_record,
+)
 
 
 def _write(path, lines):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sattui.errors import RecordingError, SattuiError
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.report import build_report
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recordings" / "ui_fixture.jsonl"

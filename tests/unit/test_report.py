@@ -1,8 +1,8 @@
 import json
 
-from sattui.model import Frame, StackChunk, StackSample
-from sattui.record import RecordingWriter, make_header, stacks_to_record
 from sattui.frames import short_path
+from sattui.model import Frame, StackChunk, StackSample
+from sattui.recording import RecordingWriter, make_header, stacks_to_record
 from sattui.report import ReportBuilder, build_report, format_text
 
 WAIT = Frame("_MultiProcessingDataLoaderIter._next_data", "/x/site-packages/torch/utils/data/dataloader.py", 1505)

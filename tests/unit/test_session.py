@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from sattui.errors import RecordingError, SattuiError, TargetError
-from sattui.record import RecordingReader
+from sattui.recording import RecordingReader
 from sattui.session import LiveSession, ReplaySession, SessionStatus
 from sattui.vendors import sim
 
@@ -161,7 +161,7 @@ def test_replay_judges_a_headless_recording():
     s = ReplaySession(str(STARVED))
     assert s.findings_computed
     rules = [f.rule for f in s.findings()]
-    assert rules and rules[0] == "input_bound"  # the headline comes first
+    assert rules and rules[0] == "worker_cpu_bound"  # the headline (the data wait's cause) comes first
     h = ReplaySession(str(HEALTHY))
     assert [f.rule for f in h.findings()][0] == "healthy"
     h.seek(3.0)

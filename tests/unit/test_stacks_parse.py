@@ -88,7 +88,7 @@ def test_input_bound_spans_tile_the_run_per_thread() -> None:
     data = load("input_bound_20hz_2s.json")
     samples = parse_chrometrace(data, t0=0.0)
     last_ts = max(e["ts"] for e in data) / 1e6  # 2.123022: the closing E events
-    for tid, spans in by_thread(samples).items():
+    for _tid, spans in by_thread(samples).items():
         spans.sort(key=lambda s: s.t)
         for a, b in zip(spans, spans[1:]):
             assert a.t + a.dur == pytest.approx(b.t, abs=1e-9)

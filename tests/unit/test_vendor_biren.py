@@ -12,8 +12,13 @@ import time
 
 from sattui.vendors.base import REGISTRY
 from sattui.vendors.biren import UNVERIFIED, BirenBackend, brsmi_version, parse_brsmi
-from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
-from tests.vendor_tools import install_tool, parser_fuzz_tests
+from tests.vendor_tools import (
+    assert_crash_is_tool_error,
+    assert_hung_tool_times_out,
+    assert_unreadable_output,
+    install_tool,
+    parser_fuzz_tests,
+)
 
 MiB = 1 << 20
 

@@ -19,8 +19,14 @@ from hypothesis import strategies as st
 from sattui.vendors.base import REGISTRY, ParseError
 from sattui.vendors.box_table import is_rule, map_cell, read_table, split_pair, split_paren
 from sattui.vendors.cambricon import CambriconBackend, cnmon_version, parse_cnmon
-from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
-from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
+from tests.vendor_tools import (
+    assert_crash_is_tool_error,
+    assert_hung_tool_times_out,
+    assert_unreadable_output,
+    calls,
+    install_tool,
+    parser_fuzz_tests,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "cambricon"
 F_V5_13 = FIX / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"

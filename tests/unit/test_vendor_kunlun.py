@@ -16,8 +16,14 @@ import pytest
 
 from sattui.vendors.base import REGISTRY, BackendUnavailable, ToolError
 from sattui.vendors.kunlun import KunlunBackend, identify_xpu_smi, parse_xpu_smi, xpu_smi_version
-from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
-from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
+from tests.vendor_tools import (
+    assert_crash_is_tool_error,
+    assert_hung_tool_times_out,
+    assert_unreadable_output,
+    calls,
+    install_tool,
+    parser_fuzz_tests,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "kunlun"
 F_8X = FIX / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"

@@ -13,8 +13,14 @@ from pathlib import Path
 
 from sattui.vendors.base import REGISTRY
 from sattui.vendors.mthreads import MthreadsBackend, mthreads_gmi_version, parse_mthreads_gmi
-from tests.vendor_tools import assert_crash_is_tool_error, assert_hung_tool_times_out, assert_unreadable_output
-from tests.vendor_tools import calls, install_tool, parser_fuzz_tests
+from tests.vendor_tools import (
+    assert_crash_is_tool_error,
+    assert_hung_tool_times_out,
+    assert_unreadable_output,
+    calls,
+    install_tool,
+    parser_fuzz_tests,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "moorethreads"
 F_S5000 = FIX / "mthreads-gmi_8x-S5000_gmi2.4.1_drv5.1.0-server.txt"

@@ -169,7 +169,8 @@ def test_not_supported_fields_are_none_not_zero_and_not_retried(monkeypatch):
     fake, b, clock = setup(monkeypatch)
     for name in ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature",
                  "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetCurrentClocksEventReasons",
-                 "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetSamples", "nvmlDeviceGetCurrPcieLinkGeneration"):
+                 "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetUtilizationRates",
+                 "nvmlDeviceGetSamples", "nvmlDeviceGetCurrPcieLinkGeneration"):
         fake.fail(name, fk.NVMLError_NotSupported, card=1)
     b.discover()
     for _ in range(3):
@@ -539,7 +540,7 @@ def test_the_backends_fallback_codes_and_ids_match_real_pynvml(real_pynvml):
         r.NVML_GPU_UTILIZATION_SAMPLES, r.NVML_GPM_METRICS_GET_VERSION)
     for _, const, default in nvml._GPM_METRICS:
         assert getattr(r, const) == default, const
-    for code, member in nvml._VALUE_FIELDS.items():
+    for _code, member in nvml._VALUE_FIELDS.items():
         assert member in dict(r.c_nvmlValue_t._fields_), member
     assert len(nvml._GPM_METRICS) <= r.NVML_GPM_METRIC_MAX
 

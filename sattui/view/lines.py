@@ -1,10 +1,10 @@
 """What the time chart draws, as plain data (no Textual here).
 
-A screen turns a :class:`~sattui.widgets.viewdata.ViewData` into a list of
+A screen turns a :class:`~sattui.view.data.ViewData` into a list of
 :class:`Line`s; the :class:`~sattui.widgets.timechart.TimeChart` widget turns each Line
 into one cached Strip. Every Line has three columns: ``label`` (fixed width), ``body``
 (the time axis: exactly ``Columns.body`` cells, one per bucket of the shared
-:class:`~sattui.widgets.binning.Axis`) and ``value``; or one ``full`` run list that spans
+:class:`~sattui.view.binning.Axis`) and ``value``; or one ``full`` run list that spans
 the width. Runs are ``(text, style)`` where ``style`` names a component class of the
 chart without its ``chart--`` prefix ("" = the chart's own style).
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from sattui.states import State, glyph, style_class
 from sattui.textsafe import clean
 from sattui.vendors.nvml_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
-from sattui.widgets import fmt
-from sattui.widgets.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
+from sattui.view import fmt
+from sattui.view.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 
 Run = tuple[str, str]
 Runs = tuple[Run, ...]
@@ -357,8 +357,8 @@ def card_details(data, info: dict, last, cols: Columns) -> Runs:
              (f" {fmt.size(mem_used)}/{fmt.size(mem_total)}", "value")]
     power = last.power_w if last else None
     limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
-    runs += [("  pwr ", "dim"), (f"{fmt.watts(power)}/{fmt.watts(limit)}", "warn" if power and limit and power >= 0.97 * limit
-                                 else "value")]
+    hot = bool(power and limit and power >= 0.97 * limit)
+    runs += [("  pwr ", "dim"), (f"{fmt.watts(power)}/{fmt.watts(limit)}", "warn" if hot else "value")]
     runs += [("  ", ""), (fmt.temp(last.temp_c if last else None), "value")]
     rx = last.pcie_rx_Bps if last else None
     tx = last.pcie_tx_Bps if last else None

@@ -1,4 +1,4 @@
-"""sattui.trainer.states on real py-spy stacks (tests/fixtures/stacks/) and small synthetic ones.
+"""sattui.trainer.classifier on real py-spy stacks (tests/fixtures/stacks/) and small synthetic ones.
 
 The fixtures were captured from real PyTorch processes with
 ``py-spy record --nonblocking --idle --threads -r 50 -d 3 -f raw`` (see the README there);
@@ -21,7 +21,7 @@ from sattui.frames import is_user_frame, read_source_line
 from sattui.model import Frame
 from sattui.states import COUNTED_NAMES
 from sattui.states import NAMES as STATES
-from sattui.trainer.states import (
+from sattui.trainer.classifier import (
     RULES,
     classify,
     explain,
@@ -506,3 +506,15 @@ def test_parse_collapsed_line_variants():
     assert parse_collapsed_line("thread (9079): MainThread 2") == (9079, "MainThread", (), 2)
     with pytest.raises(ValueError):
         parse_collapsed_line("garbage")
+
+
+def test_docs_list_every_state_and_every_row_of_the_table():
+    from pathlib import Path
+
+    from sattui.states import State
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "states.md").read_text(encoding="utf-8")
+    for s in State:
+        assert f"`{s.value}`" in doc and f"`{s.glyph}`" in doc, s
+    for r in RULES:
+        assert f"`{r.id}`" in doc, f"docs/states.md misses the classifier row {r.id}"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.sampler_status import SamplerStatus
-from sattui.widgets.binning import BinCache
+from sattui.view.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
     from sattui.session import Session, SessionStatus

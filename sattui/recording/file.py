@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from sattui import record_schema
 from sattui.errors import RecordingError, SattuiError
 from sattui.model import Frame, StackChunk, StackSample
+from sattui.recording import schema
 from sattui.safefile import open_output
 
 FORMAT = "sattui/1"
@@ -28,14 +28,14 @@ FORMAT_FAMILY = "sattui/"
 KINDS = frozenset({"header", "card", "proc", "stacks", "finding", "event"})
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """NaN and infinities are not JSON; a value the source could not give is null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
@@ -128,7 +128,7 @@ class RecordingWriter:
             raise SattuiError(f"cannot write {self.path}: already closed")
         try:
             for r in records:
-                self._f.write(json.dumps(_clean(r), separators=(",", ":"), allow_nan=False) + "\n")
+                self._f.write(json.dumps(clean_json(r), separators=(",", ":"), allow_nan=False) + "\n")
             self._f.flush()
         except OSError as e:
             raise SattuiError(f"cannot write {self.path}: {e.strerror or e}") from None
@@ -175,7 +175,7 @@ class RecordingReader:
             self._f.close()
             raise RecordingError(f"{self.path}: line 1 is not a sattui header: not a sattui recording")
         fmt = obj["format"]
-        bad = record_schema.problem(obj) if fmt == FORMAT else None
+        bad = schema.problem(obj) if fmt == FORMAT else None
         if bad is not None:
             self._f.close()
             raise RecordingError(f"{self.path}: line 1: {bad}")
@@ -224,7 +224,7 @@ class RecordingReader:
             raise RecordingError(f"{self.path}: line {self._line_no}: a second header (two recordings joined?)")
         if type(obj.get("t")) not in (int, float):
             raise RecordingError(f"{self.path}: line {self._line_no}: record without a time 't'")
-        bad = record_schema.problem(obj)
+        bad = schema.problem(obj)
         if bad is not None:
             raise RecordingError(f"{self.path}: line {self._line_no}: {bad}")
         return obj

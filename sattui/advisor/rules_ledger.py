@@ -1,0 +1,401 @@
+"""Findings from the time ledger: one per cause of lost time, its impact the share of the
+job's wall time that cause took (sattui/advisor/ledger.py says how each second is given
+its cause).
+
+Thresholds are TensorFlow Profiler's input-pipeline cut-offs applied to every cause, as
+the ledger puts them on one scale: ≥ 5 % of the job's wall time is medium
+(``kModeratelyInfeedBoundThresholdInPercent``), ≥ 20 % high
+(``kHighlyInfeedBoundThresholdInPercent``); a cause is shown from 3 %. Each rule is
+``rule(w, relax) -> list[Finding]`` over a Window whose ``ledger`` the Advisor has set
+(rules without one say nothing): the same shape as every other rule, so hysteresis,
+suppression and precedence treat them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
+from sattui.advisor.rules_gpu import gpu_straggler
+from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
+from sattui.advisor.window import Window
+
+SHOWN_FROM = 0.03
+# A busy card has short gaps between kernels (launches, the step's edges): host overhead
+# is news from TF Profiler's 5 %; idle time nothing explains from Nsight's gpu_time_util
+# spirit, a tenth of the cards' time, not the last few percent of a 97 % card.
+OVERHEAD_SHOWN_FROM = 0.05
+UNATTRIBUTED_SHOWN_FROM = 0.10
+
+FIX_INPUT = ("Make the input pipeline produce batches faster than the model consumes them: more or faster "
+             "DataLoader workers, prefetching (prefetch_factor), caching decoded samples.")
+FIX_WORKER_CPU = (
+    "Each worker is busy computing samples. If cores are free, add workers. Otherwise make samples cheaper: "
+    "decode/resize once and cache (TF: 'preprocess the data OFFLINE'; tf.data: 'cache'), keep uint8 tensors and "
+    "normalise on the GPU, move augmentation to the GPU (NVIDIA DALI, torchvision.transforms.v2 on CUDA tensors), "
+    "and stop per-worker thread oversubscription (cv2.setNumThreads(0), OMP_NUM_THREADS=1).")
+FIX_WORKER_IO = (
+    "Workers spend their time waiting, not computing. Move data closer (local NVMe/RAM disk, warm page cache), "
+    "read fewer, larger, sequential chunks (sharded WebDataset/TFRecord/LMDB/Parquet instead of many small "
+    "files), raise I/O concurrency (more workers, larger prefetch_factor, threaded/async reads in the Dataset — "
+    "waiting workers cost little CPU), cache decoded samples after epoch 1.")
+FIX_INLINE = (
+    "DataLoader(num_workers=0) loads every batch on the training thread (PyTorch tuning guide: 'the data loading "
+    "is synchronous and done in the main process'). Set num_workers > 0 (start near {S}), pin_memory=True when "
+    "training on a GPU, persistent_workers=True.")
+FIX_RESPAWN = (
+    "Consider setting `persistent_workers=True` on the DataLoader to speed up the worker initialization "
+    "(PyTorch Lightning's advice); reduce per-worker start-up work (heavy imports, opening datasets in "
+    "worker_init_fn).")
+FIX_SYNC = (
+    "Avoid unnecessary CPU-GPU synchronization (PyTorch tuning guide): no print(cuda_tensor), "
+    "cuda_tensor.item(), .cpu()/.to('cpu'), nonzero() or Python control flow on CUDA results inside the step; "
+    "accumulate metrics on the GPU and read them every N steps; use torch.cuda.set_sync_debug_mode('warn') to "
+    "find hidden syncs (Nsight cuda_api_sync: 'Avoid excessive use of synchronization'). GradScaler's one "
+    ".item() per step is expected.")
+FIX_OVERHEAD = (
+    "Kernels are too small or too many for Python to keep up: increase the batch size; fuse ops with "
+    "torch.compile; use CUDA graphs (torch.compile(mode='reduce-overhead')); use foreach/fused optimizers "
+    "(torch.optim.AdamW(..., fused=True)); remove per-step Python work (logging, metric objects).")
+FIX_STRAGGLER = ("The other ranks wait for rank {R} at every gradient all-reduce. Look at what rank {R} does "
+                 "that the others do not: its own time goes to {CAUSE}. Balance the data (equal-sized shards, "
+                 "a bucketing sampler) and the work per rank; a slow rank that changes from epoch to epoch "
+                 "points to data.")
+FIX_COMM = (
+    "Communication takes a large share of every step: try gradient compression or gradient accumulation, or "
+    "increase the batch size (torch-tb-profiler); use DDP no_sync() during accumulation; check NCCL_* settings "
+    "in the environment (e.g. disabled P2P/IB).")
+FIX_STALL = {
+    "checkpoint": ("Save asynchronously (torch.distributed.checkpoint.async_save) or less often, write locally and "
+                   "upload in the background, save once per node/sharded."),
+    "eval": ("Evaluate less often or on a subset, with a larger eval batch and torch.inference_mode(); "
+             "persistent_workers=True for the validation loader."),
+    "logging": "Aggregate metrics on the GPU and log every N steps.",
+}
+FIX_TOO_FEW = ("Every DataLoader worker is busy computing samples and cores are free: raise num_workers "
+               "(to about {S}), then make samples cheaper if the wait stays (decode/resize once and cache).")
+FIX_CONTENTION = (
+    "Other processes take the trainer's CPUs: its threads are runnable but wait for a core. Give the job its "
+    "own cores (taskset/cgroups, no other busy jobs on the box), keep num_workers + intra-op threads within the "
+    "usable CPUs (OMP_NUM_THREADS, torch.set_num_threads), and check the container's CPU quota.")
+
+# The ledger's cause each rule reads, where the names differ.
+RULE_CAUSE = {"worker_cpu_bound": WORKER_BUSY, "too_few_workers": WORKER_BUSY, "starved_unattributed": UNKNOWN}
+
+CAUSE_WORDS = {
+    WORKER_BUSY: "data wait, workers busy computing",
+    "worker_io_bound": "data wait, workers reading or waiting on their data source",
+    "worker_respawn": "data wait while DataLoader workers restart",
+    "cpu_contention": "waiting for a CPU (other processes on its cores)",
+    "input_bound": "data wait",
+    "main_process_loading": "loading data on the training thread",
+    "periodic_stall": "checkpoint/eval/logging",
+    "straggler": "waiting for another rank",
+    "comm_bound": "collectives",
+    "host_sync_stall": "waiting for the device",
+    "host_overhead_bound": "host overhead",
+    IDLE: "sleeping / waiting on something unknown",
+    UNKNOWN: "unknown (no stacks)",
+}
+
+
+def _job(w: Window) -> JobLedger | None:
+    return w.ledger
+
+
+def _finding(rule: str, job: JobLedger, share: float, summary: str, ev: dict[str, object], fix: str,
+             relax: float, rank: int | None = None, card: int | None = None,
+             shown_from: float = SHOWN_FROM) -> list[Finding]:
+    if share < shown_from * relax:
+        return []
+    ev = {"share": round(share, 4), **_per_rank(job, RULE_CAUSE.get(rule, rule)), **ev}
+    return [Finding(rule, severity_for(share), share, summary, ev, fix, rank=rank, card=card)]
+
+
+def _per_rank(job: JobLedger, cause: str) -> dict[str, object]:
+    ranks = [r for r in job.ranks.values() if r.wall_s > 0]
+    if len(ranks) <= 1:
+        return {}
+    return {"rank_shares": {_rank_name(r): round(r.share(cause), 3) for r in ranks}}
+
+
+def _rank_name(r: RankLedger) -> str:
+    return f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+
+
+def _share(job: JobLedger, cause: str) -> float:
+    return job.cause_shares().get(cause, 0.0)
+
+
+def _busy_workers(w: Window, job: JobLedger) -> tuple[float, bool]:
+    """The share lost to workers busy computing, and whether more workers would help:
+    cores were free (≥ 1 on average over those seconds) and the ranks run fewer workers
+    than Lightning's suggested maximum."""
+    d = _share(job, WORKER_BUSY)
+    free = known = 0.0
+    for r in job.ranks.values():
+        det = r.detail.get(WORKER_BUSY, {})
+        free += det.get("free_core_s", 0.0)
+        known += det.get("known_s", 0.0)
+    ranks = max(1, len(w.trainer_pids))
+    more = known > 0 and free / known >= 1.0 and len(w.workers) / ranks < suggested_workers(w)
+    return d, more
+
+
+def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
+               doc: str) -> Callable[[Window, float], list[Finding]]:
+    def rule_fn(w: Window, relax: float = 1.0) -> list[Finding]:
+        job = _job(w)
+        if job is None:
+            return []
+        if rule in ("worker_cpu_bound", "too_few_workers"):
+            d, more = _busy_workers(w, job)
+            if more != (rule == "too_few_workers"):
+                return []
+        else:
+            d = _share(job, rule)
+        wait = sum(r.states_s.get("data_wait", 0.0) + r.states_s.get("data_inline", 0.0) for r in job.ranks.values())
+        wall = sum(r.wall_s for r in job.ranks.values()) or 1.0
+        ev: dict[str, object] = {"data_wait_share": round(wait / wall, 4), "workers": len(w.workers)}
+        cpus = [p.cpu for p in w.workers if p.cpu is not None]
+        if cpus:
+            ev["worker_cpu_mean"] = round(sum(cpus) / len(cpus), 2)
+        if w.ctx.cpu_count_known:
+            ev["cpus_usable"] = w.ctx.cpu_count
+        text = fix(w) if callable(fix) else fix
+        return _finding(rule, job, d, summary.format(P=pct(d)), ev, text, relax)
+    rule_fn.__name__ = rule
+    rule_fn.__doc__ = doc
+    return rule_fn
+
+
+def _too_few_fix(w: Window) -> str:
+    return FIX_TOO_FEW.replace("{S}", str(suggested_workers(w)))
+
+
+def _inline_fix(w: Window) -> str:
+    return FIX_INLINE.replace("{S}", str(suggested_workers(w)))
+
+
+_DATA_ANCHOR = ("Anchor: TensorFlow Profiler input-pipeline analyzer (5 % / 20 % of step time waiting for "
+                "input); torch-tb-profiler DataLoader > 5 %. Threshold: the cause's share of the job's wall "
+                "time ≥ 5 % medium, ≥ 20 % high (shown from 3 %).")
+
+worker_cpu_bound = _data_rule(
+    "worker_cpu_bound", "training waits {P} of the time for DataLoader workers that are busy computing samples "
+    "(no free cores for more)", FIX_WORKER_CPU,
+    "R02 — data-wait seconds in which the rank's workers ran on a CPU (≥ 0.6 cores, or R), where "
+    "more workers would not help (no core free on average, or already Lightning's suggested "
+    "maximum).\n\n" + _DATA_ANCHOR)
+too_few_workers = _data_rule(
+    "too_few_workers", "training waits {P} of the time for DataLoader workers that are all busy while cores are "
+    "free: too few workers", _too_few_fix,
+    "R03 — data-wait seconds in which the workers ran on a CPU while ≥ 1 usable core was free on "
+    "average and the ranks run fewer workers than Lightning's suggested maximum "
+    "(cpus // local_world_size − 1).\n\n" + _DATA_ANCHOR)
+worker_io_bound = _data_rule(
+    "worker_io_bound", "training waits {P} of the time for DataLoader workers that are reading or waiting on "
+    "their data source, not computing", FIX_WORKER_IO,
+    "R04 — data-wait seconds in which the workers were in D, reading (≥ 1 MB/s), or all asleep "
+    "(waiting on their data source).\n\n" + _DATA_ANCHOR)
+worker_respawn = _data_rule(
+    "worker_respawn", "training waits {P} of the time while its DataLoader workers (re)start (no live worker, "
+    "or workers still starting)", FIX_RESPAWN,
+    "R16 — data-wait seconds with no live worker (where the rank had some) or workers younger "
+    "than 3 s (persistent_workers=False restarts them every epoch).\n\n" + _DATA_ANCHOR)
+input_bound = _data_rule(
+    "input_bound", "training waits for the DataLoader {P} of the time; the workers' figures do not say why",
+    FIX_INPUT,
+    "R01 — data-wait seconds the workers' figures could not narrow down (no tick for that second, "
+    "or no worker seen at all).\n\n" + _DATA_ANCHOR)
+main_process_loading = _data_rule(
+    "main_process_loading", "the training thread loads the data itself {P} of the time (num_workers=0)",
+    _inline_fix,
+    "R05 — seconds the main thread spent in the DataLoader's fetch itself (num_workers=0).\n\n"
+    + _DATA_ANCHOR)
+
+
+def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R17 — runnable but not running: the workers' or the main thread's run delay.
+
+    Anchor: PyTorch ``check_worker_number_rationality`` (more workers than CPUs "might get
+    DataLoader running slow"); the kernel's run-queue delay (``/proc/PID/schedstat``) says
+    it directly. Threshold: seconds lost while a worker (or the main thread, in its
+    compute) waited ≥ 25 % of a bin for a CPU; share of the job's wall time ≥ 5 % medium,
+    ≥ 20 % high.
+    """
+    job = _job(w)
+    if job is None:
+        return []
+    d = _share(job, "cpu_contention")
+    parts: dict[str, float] = {}
+    for r in job.ranks.values():
+        for k, v in r.detail.get("cpu_contention", {}).items():
+            parts[k] = parts.get(k, 0.0) + v
+    ev: dict[str, object] = {"where": "workers waiting for a CPU" if parts.get("data_wait", 0) >= parts.get(
+        "main_thread", 0) else "the training thread waiting for a CPU"}
+    if w.ctx.cpu_count_known:
+        ev["cpus_usable"] = w.ctx.cpu_count
+    delays = [s.run_delay for p in w.procs.values() for s in p.samples if s.run_delay is not None]
+    if delays:
+        ev["run_delay_max_share"] = round(max(delays), 2)
+    return _finding("cpu_contention", job, d, f"the trainer waits for a CPU {pct(d)} of the time: its "
+                    "processes are runnable but other work holds the cores", ev, FIX_CONTENTION, relax)
+
+
+def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R15 — the loop stops for checkpoints, evaluation or logging.
+
+    Anchor: Nsight Systems ``gpu_gaps`` (idle > 500 ms); TF Profiler's "all other time".
+    Threshold: main-thread seconds in the checkpoint/eval/logging phases (by their stacks)
+    as a share of the job's wall time ≥ 5 % medium, ≥ 20 % high; the phase is named.
+    """
+    job = _job(w)
+    if job is None:
+        return []
+    d = _share(job, "periodic_stall")
+    phases: dict[str, float] = {}
+    for r in job.ranks.values():
+        for k, v in r.detail.get("periodic_stall", {}).items():
+            phases[k] = phases.get(k, 0.0) + v
+    if not phases:
+        return []
+    top = max(phases, key=lambda k: phases[k])
+    wall = sum(r.wall_s for r in job.ranks.values()) or 1.0
+    ev: dict[str, object] = {"phase": top, "phase_shares": {
+        k: round(v / wall, 4) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}}
+    names = {"checkpoint": "checkpointing", "eval": "evaluation", "logging": "logging"}
+    fix = " ".join(FIX_STALL[p] for p in sorted(phases, key=lambda k: -phases[k]) if p in FIX_STALL)
+    return _finding("periodic_stall", job, d, f"training stops for {names.get(top, top)} {pct(d)} of the time",
+                    ev, fix, relax)
+
+
+def _rank_waits(job: JobLedger) -> tuple[list[RankLedger], dict[int, float]]:
+    ranks = [r for r in job.ranks.values() if r.wall_s > 0]
+    return ranks, {r.pid: r.share("straggler") for r in ranks}
+
+
+def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R14 — one rank arrives late; the others wait for it.
+
+    Anchor: PyTorch tuning guide ("all devices wait for the worker which finishes last");
+    torch-tb-profiler communication > 10 %. Threshold: the ranks' waiting seconds
+    (collectives, or ``backward`` with their own CPU idle in a CPU job) exceed the least
+    waiting rank's by ≥ 3 points; that rank is the straggler and its own ledger names
+    its cause. Impact: the waiting ranks' wait as a share of the job's wall time. With no
+    stacks on a GPU job, the cards' view (NCCL kernels spinning on the waiting cards).
+    """
+    job = _job(w)
+    if job is None:
+        return gpu_straggler(w, relax) if w.gpu_job and w.has_stacks is False else []
+    ranks, waits = _rank_waits(job)
+    if len(ranks) < 2:
+        return gpu_straggler(w, relax) if job.gpu_job else []
+    slow = min(ranks, key=lambda r: (waits[r.pid], r.rank if r.rank is not None else r.pid))
+    waiting = [r for r in ranks if r is not slow]
+    wait = sum(waits[r.pid] for r in waiting) / len(waiting)
+    if wait - waits[slow.pid] < SHOWN_FROM * relax:
+        return gpu_straggler(w, relax) if job.gpu_job else []
+    own = {k: v for k, v in slow.causes_s.items() if k != "straggler"}
+    own_cause = max(own, key=lambda k: own[k]) if own else None
+    own_words = CAUSE_WORDS.get(own_cause, own_cause) if own_cause else "computing (no lost time of its own)"
+    share = wait * len(waiting) / len(ranks)  # the job's wall time: the waiting ranks' part of it
+    ev: dict[str, object] = {
+        "slow": _rank_name(slow), "wait_shares": {_rank_name(r): round(waits[r.pid], 3) for r in ranks},
+        "slow_rank_own": own_words, "slow_rank_own_share": round(slow.share(own_cause), 3) if own_cause else 0.0,
+        "collective_shares": {_rank_name(r): round(r.states_s.get("collective", 0.0) / r.wall_s, 3) for r in ranks}}
+    fix = FIX_STRAGGLER.replace("{R}", str(slow.rank if slow.rank is not None else slow.pid)).replace(
+        "{CAUSE}", own_words)
+    return _finding("straggler", job, share, f"the other ranks wait for {_rank_name(slow)} {pct(wait)} of their "
+                    f"time; its own time goes to {own_words}", ev, fix, relax, rank=slow.rank)
+
+
+def comm_bound(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R14b — the ranks wait in collectives, and no one rank is late.
+
+    Anchor: torch-tb-profiler communication > 10 % of the step; TF Profiler device
+    collectives 3 % / 15 %. Threshold: collective seconds (one rank watched), or every
+    rank waiting about as much as the others (no straggler), as a share of the job's wall
+    time ≥ 5 % medium, ≥ 20 % high.
+    """
+    job = _job(w)
+    if job is None:
+        return []
+    d = _share(job, "comm_bound")
+    ranks, waits = _rank_waits(job)
+    if len(ranks) >= 2 and not straggler(w, 1.0):
+        d += sum(waits.values()) / len(ranks)
+    return _finding("comm_bound", job, d, f"the ranks wait in collectives {pct(d)} of the time", {}, FIX_COMM,
+                    relax)
+
+
+def host_sync_stall(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R06 — the training loop keeps waiting for the device.
+
+    Anchor: PyTorch tuning guide "Avoid unnecessary CPU-GPU synchronization"; Nsight
+    ``cuda_api_sync``. Threshold: main-thread seconds in sync/h2d_copy (``.item()``,
+    ``.cpu()``, pageable copies) as a share of the job's wall time ≥ 5 % medium, ≥ 20 % high.
+    """
+    job = _job(w)
+    if job is None:
+        return []
+    d = _share(job, "host_sync_stall")
+    return _finding("host_sync_stall", job, d, f"the training loop waits for the device {pct(d)} of the time",
+                    {}, FIX_SYNC, relax)
+
+
+def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R07 — the cards idle while their rank computes: launch or host overhead.
+
+    Anchor: TF Profiler kernel-launch share 3 % / 15 %; HTA "short GPU kernels". Threshold:
+    the cards' not-busy seconds while their rank is in forward/backward/optimizer, as a
+    share of the job's wall time (over its cards) ≥ 5 % medium, ≥ 20 % high (shown from
+    5 %: a busy card's gaps between kernels are normal).
+    """
+    job = _job(w)
+    if job is None or not job.gpu_job:
+        return []
+    d = _share(job, "host_overhead_bound")
+    return _finding("host_overhead_bound", job, d, f"the cards idle {pct(d)} of the time while the host runs "
+                    "forward/backward/optimizer: the host cannot feed them work fast enough", {}, FIX_OVERHEAD,
+                    relax, shown_from=OVERHEAD_SHOWN_FROM)
+
+
+def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
+    """R19 — the cards idle and nothing says why.
+
+    Anchor: Nsight Systems ``gpu_time_util`` (< 50 % over a chunk) and ``gpu_gaps`` (idle
+    > 500 ms). Threshold: the cards' not-busy seconds with no main-thread state at those
+    moments (no stacks), as a share of the job's wall time, shown from 10 % (≥ 20 % high);
+    the Advisor drops it when a card rule explains the idle time.
+    """
+    job = _job(w)
+    if job is None or not job.gpu_job:
+        return []
+    d = _share(job, UNKNOWN)
+    per_card: dict[str, object] = {}
+    for c in w.job_cards:
+        cs = w.cards.get(c)
+        if cs is None or cs.util is None:
+            continue
+        g = gaps(cs)
+        per_card[f"card {c}"] = {"util": round(cs.util, 1), "gap_count": len(g),
+                                 "signature": "waiting for data (util swinging, power low, memory occupied)"
+                                 if waiting_signature(cs) else None}
+    ev: dict[str, object] = {"cards": per_card,
+                             "stacks": "none at those moments" if w.has_stacks else
+                             f"not available: {w.ctx.no_stacks_reason or 'none sampled'}"}
+    fix = (FIX_STARVED_NSIGHT[0].upper() + FIX_STARVED_NSIGHT[1:]) if w.has_stacks else no_stacks_fix(w)
+    return _finding("starved_unattributed", job, d, f"the cards idle {pct(d)} of the time and nothing says why",
+                    ev, fix, relax, shown_from=UNATTRIBUTED_SHOWN_FROM)
+
+
+def suggested_workers(w: Window) -> int:
+    """Lightning's ``suggested_max_num_workers``: max(1, cpus // local_world_size − 1)."""
+    lws = max(1, len(w.trainer_pids))
+    try:
+        lws = max(lws, int(w.ctx.env.get("LOCAL_WORLD_SIZE", "0")))
+    except ValueError:
+        pass
+    return max(1, w.ctx.cpu_count // lws - 1)

@@ -1,0 +1,58 @@
+"""A fresh recording of the real demo trainer (PyTorch, py-spy, the SIMULATED card),
+exported with `sattui export --perfetto`: a valid trace that says what the report says."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from sattui.export_perfetto import CARD_PID_BASE
+from sattui.recording import RecordingReader
+from tests.e2e.conftest import _have_torch, run_sattui
+from tests.perfetto_check import check_events, load_trace, shares, state_seconds
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch_and_py_spy():
+    if not _have_torch():
+        pytest.skip("torch not installed (pip install torch==2.13.0)")
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        pytest.skip("py-spy not installed")
+
+
+def test_demo_recording_exports_to_a_trace_matching_the_report(tmp_path):
+    rec = tmp_path / "demo.jsonl"
+    r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "14", "-o", str(rec))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "demo.trace.json"
+    r = run_sattui("export", str(rec), "--perfetto", str(out))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"sattui: wrote {out}: ")
+    ev = load_trace(str(out))["traceEvents"]
+    check_events(ev)
+
+    rep = json.loads(run_sattui("report", str(rec), "--json").stdout)
+    want = rep["trainer"]["states"]
+    assert want, "the demo's main thread was sampled"
+    pid = rep["trainer"]["pid"]
+    got = shares(state_seconds(ev, pid))
+    assert set(got) == set(want)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, abs=0.005), (k, got, want)
+
+    records = list(RecordingReader(str(rec)).records())
+    util = sorted((round(c["t"] * 1e6, 3), c["util"]) for c in records if c["kind"] == "card" and c["util"] is not None)
+    assert util and util == sorted((e["ts"], e["args"]["percent"]) for e in ev
+                                   if e["ph"] == "C" and e["pid"] == CARD_PID_BASE and e["name"] == "utilization")
+    # the DataLoader worker's CPU is drawn under the trainer (a worker's first sample has no CPU
+    # figure yet: on a loaded box the worker may have started only in the last second)
+    workers = sorted((round(r["t"] * 1e6, 3), r["cpu"]) for r in records
+                     if r["kind"] == "proc" and r["role"] == "worker" and r["cpu"] is not None)
+    assert workers == sorted((e["ts"], e["args"]["cores"]) for e in ev
+                             if e["ph"] == "C" and e["pid"] == pid and e["name"].startswith("worker "))

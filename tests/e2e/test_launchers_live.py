@@ -1,0 +1,167 @@
+"""Real trainers (PyTorch, DataLoader workers, py-spy) started through launchers: a shell
+wrapper, `python -m torch.distributed.run`, and `accelerate launch` where it is installed.
+sattui is given the launcher; it must find the trainer below it and sample that."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sattui.recording import RecordingReader
+from tests.e2e.conftest import REPO, _have_torch, run_sattui
+
+pytestmark = pytest.mark.e2e
+PY = shlex.quote(sys.executable)
+
+
+@pytest.fixture(autouse=True)
+def _needs_torch_and_py_spy():
+    if not _have_torch():
+        pytest.skip("torch not installed (pip install torch==2.13.0)")
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        pytest.skip("py-spy not installed")
+
+
+def _records(path: Path) -> tuple[dict, list[dict]]:
+    reader = RecordingReader(str(path))
+    return reader.header, list(reader.records())
+
+
+def _found(recs: list[dict]) -> list[dict]:
+    return [r for r in recs if r["kind"] == "event" and r["type"] == "trainer_found"]
+
+
+def _stack_pids(recs: list[dict]) -> set[int]:
+    return {r["pid"] for r in recs if r["kind"] == "stacks"}
+
+
+def _roles(recs: list[dict]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for r in recs:
+        if r["kind"] == "proc":
+            out.setdefault(r["pid"], set()).add(r["role"])
+    return out
+
+
+def _report(path: Path) -> dict:
+    r = run_sattui("report", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path):
+    out = tmp_path / "shell.jsonl"
+    script = tmp_path / "train.sh"
+    # The wrapper waits, then trains, then does something else: the usual train.sh.
+    script.write_text(f"sleep 2\n{PY} -m sattui.demo.trainer --scenario input_bound --seconds 14 >/dev/null\n"
+                      "echo done >/dev/null\n")
+    r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", str(script), timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert "is not a Python process: looking below it for the trainer" in r.stderr
+    header, recs = _records(out)
+    assert header["launcher"] == "bash"
+    found = _found(recs)
+    assert len(found) == 1, found
+    f = found[0]
+    trainer = f["pid"]
+    assert f["under"] == header["pid"] and "libtorch" in f["reason"] and f["t"] >= 1.5
+    assert f"trainer: pid {trainer} (python" in r.stderr and f"found under bash pid {header['pid']}" in r.stderr
+    assert _stack_pids(recs) == {trainer}
+    roles = _roles(recs)
+    # "other" until it is found (a Python process that has not loaded torch yet), then "main"
+    assert {r["role"] for r in recs if r["kind"] == "proc" and r["pid"] == trainer and r["t"] >= f["t"]} == {"main"}
+    assert "other" in roles[header["pid"]]
+    workers = {r["pid"] for r in recs if r["kind"] == "proc" and r["ppid"] == trainer and r["name"] == "pt_data_worker"}
+    assert workers and all(roles[w] == {"worker"} for w in workers)
+    rep = _report(out)
+    assert rep["trainer"]["found"][0]["pid"] == trainer
+    states = rep["trainer"]["states"]
+    assert max(states, key=states.get) == "data_wait", states  # the input-bound demo waits for its worker
+    text = run_sattui("report", str(out)).stdout
+    assert f"found under bash pid {header['pid']}: libtorch" in text
+
+
+def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
+    """The issue's case: `sattui --pid <the wrapper>` of a `bash -c 'python train.py; …'`."""
+    wrapper = subprocess.Popen(["bash", "-c", f"{PY} -m sattui.demo.trainer --scenario compute_bound --seconds 40 "
+                                              ">/dev/null; true"], cwd=REPO, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not psutil.Process(wrapper.pid).children():
+            time.sleep(0.1)
+        out = tmp_path / "pid.jsonl"
+        r = run_sattui("record", "--pid", str(wrapper.pid), "-o", str(out), "--backend", "none", "--duration", "10")
+        assert r.returncode == 0, r.stderr
+        header, recs = _records(out)
+        trainer = psutil.Process(wrapper.pid).children()[0].pid
+        assert [f["pid"] for f in _found(recs)] == [trainer]
+        assert _stack_pids(recs) == {trainer}
+        assert not [x for x in recs if x["kind"] == "event" and x["type"] == "not_python"]
+        assert wrapper.poll() is None  # sattui never touched the job it was given
+    finally:
+        for p in psutil.Process(wrapper.pid).children(recursive=True):
+            p.kill()
+        wrapper.kill()
+        wrapper.wait()
+
+
+def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
+    out = tmp_path / "exec.jsonl"
+    r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c",
+                   f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 8", timeout=180)
+    assert r.returncode == 0, r.stderr
+    header, recs = _records(out)
+    found = _found(recs)
+    assert [f["pid"] for f in found] == [header["pid"]] and "exec'd it" in found[0]["reason"]
+    assert _stack_pids(recs) == {header["pid"]}
+    assert _report(out)["trainer"]["states"]
+
+
+def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
+    out = tmp_path / "ddp.jsonl"
+    prefix = tmp_path / "truth"
+    cmd = (f"{PY} -m torch.distributed.run --standalone --nproc_per_node=2 -m sattui.demo.ddp_trainer "
+           f"--steps 60 --sleep-s 0.02 --truth {shlex.quote(str(prefix))}; true")
+    r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c", cmd, timeout=300)
+    assert r.returncode == 0, r.stderr
+    header, recs = _records(out)
+    found = sorted((f["rank"], f["pid"], f["reason"]) for f in _found(recs))
+    assert [x[0] for x in found] == [0, 1], found
+    assert all(reason.startswith("RANK=") for _, _, reason in found)
+    ranks = {pid for _, pid, _ in found}
+    assert _stack_pids(recs) == ranks
+    roles = _roles(recs)
+    assert all(roles[p] == {"rank"} for p in ranks)
+    agent = next(r["pid"] for r in recs if r["kind"] == "proc" and r["ppid"] == header["pid"])
+    assert roles[agent] == {"other"}  # torchrun's agent: a launcher, passed through
+    rep = _report(out)
+    assert sorted(f["rank"] for f in rep["trainer"]["found"]) == [0, 1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("accelerate") is None,
+                    reason="accelerate not installed (pip install accelerate)")
+def test_accelerate_launch_single_process(tmp_path):
+    out = tmp_path / "acc.jsonl"
+    accelerate = Path(sys.executable).parent / "accelerate"
+    trainer_py = REPO / "sattui" / "demo" / "trainer.py"
+    r = run_sattui("record", "-o", str(out), "--backend", "none", "--", str(accelerate), "launch", "--cpu",
+                   "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend",
+                   "no", str(trainer_py), "--scenario", "input_bound", "--seconds", "10", timeout=300)
+    assert r.returncode == 0, r.stderr
+    header, recs = _records(out)
+    assert header["launcher"] == "accelerate"
+    found = _found(recs)
+    assert len(found) == 1 and "libtorch" in found[0]["reason"], found
+    trainer = found[0]["pid"]
+    assert trainer != header["pid"]  # accelerate's own process imports torch too: it is passed through
+    assert _stack_pids(recs) == {trainer}
+    assert _report(out)["trainer"]["states"]

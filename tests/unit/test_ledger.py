@@ -1,0 +1,247 @@
+"""The time ledger (sattui/advisor/ledger.py) and the findings it gives (rules_ledger.py):
+every lost second gets a cause from positive evidence at the same moments, never from a
+missing signal; impacts are shares of the job's wall time."""
+
+from __future__ import annotations
+
+import pytest
+
+from sattui.advisor import Advisor, ledger
+from sattui.advisor import rules_ledger as rl
+from tests.unit.test_advisor_kit import PID, TL, ctx
+
+W0, W1 = 10.0, 40.0  # the kit's window
+WALL = W1 - W0
+
+
+def shares(k: TL, c=None) -> dict[str, float]:
+    return ledger.build(k.window(c or ctx())).cause_shares()
+
+
+def findings(k: TL, c=None, t0: float = W0, t1: float = W1):
+    w = k.window(c or ctx(), t0=t0, t1=t1)
+    w.ledger = ledger.build(w)
+    out = {}
+    for fn in (rl.worker_cpu_bound, rl.too_few_workers, rl.worker_io_bound, rl.worker_respawn, rl.input_bound,
+               rl.main_process_loading, rl.cpu_contention, rl.periodic_stall, rl.straggler, rl.comm_bound,
+               rl.host_sync_stall, rl.host_overhead_bound, rl.starved_unattributed):
+        for f in fn(w, 1.0):
+            out[f.rule] = f
+    return out
+
+
+def near(a: float, b: float, tol: float = 0.02) -> bool:
+    return abs(a - b) <= tol
+
+
+def test_busy_workers_and_no_free_core_are_worker_cpu_bound():
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95).stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=2))
+    assert near(s["worker_busy"], 0.5) and set(s) == {"worker_busy"}
+    f = findings(k, ctx(cpu_count=2))
+    assert set(f) == {"worker_cpu_bound"} and near(f["worker_cpu_bound"].impact, 0.5)
+
+
+def test_busy_workers_with_free_cores_are_too_few_workers():
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95).stacks({"data_wait": 0.5, "forward": 0.5})
+    f = findings(k, ctx(cpu_count=8))
+    assert set(f) == {"too_few_workers"}
+    assert f["too_few_workers"].severity == "high" and "num_workers" in f["too_few_workers"].fix
+    assert "7" in f["too_few_workers"].fix  # Lightning: 8 // 1 - 1
+    # one free core but already Lightning's maximum (3 cores: 3 // 1 - 1 = 2 workers): busy, not too few
+    k2 = TL().main(cpu=0.5).proc(201, "worker", 0.7).proc(202, "worker", 0.7)
+    k2.stacks({"data_wait": 0.5, "forward": 0.5})
+    assert set(findings(k2, ctx(cpu_count=4))) == {"too_few_workers"}
+    assert set(findings(k2, ctx(cpu_count=3))) == {"worker_cpu_bound"}
+
+
+def test_workers_in_disk_wait_or_reading_are_io_bound():
+    k = TL().main().proc(201, "worker", 0.1, state="D").proc(202, "worker", 0.2, state="S", read_Bps=50e6)
+    k.stacks({"data_wait": 0.4, "forward": 0.6})
+    s = shares(k)
+    # the workers' seconds: 0.3 of a core on a CPU, 1.7 blocked on I/O; the wait splits so
+    assert near(s["worker_io_bound"], 0.4 * 1.7 / 2.0) and near(s["worker_busy"], 0.4 * 0.3 / 2.0)
+    f = findings(k)
+    assert set(f) == {"worker_io_bound", "too_few_workers"}  # 8 CPUs: the little computing is not the issue
+    assert f["worker_io_bound"].severity == "high" and f["too_few_workers"].impact < 0.1
+
+
+def test_sleeping_workers_while_the_loop_waits_are_waiting_on_their_data_source():
+    k = TL().main().proc(201, "worker", 0.03, state="S").stacks({"data_wait": 0.6, "forward": 0.4})
+    assert near(shares(k)["worker_io_bound"], 0.6)
+
+
+def test_no_live_worker_between_generations_is_worker_respawn():
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95, t0=0, t1=20).proc(202, "worker", 0.95, t0=30, t1=60)
+    k.stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=2))
+    # 20–30 s: no live worker (10 s); 30–33 s: the new one still starting (3 s); of 30 s, half in data wait
+    assert near(s["worker_respawn"], (10 + 3) * 0.5 / WALL, 0.03)
+    assert near(s["worker_busy"], (30 - 13) * 0.5 / WALL, 0.03)
+
+
+def test_runnable_but_waiting_workers_are_cpu_contention():
+    # a worker that would run all the time gets 0.4 of a core and waits 0.6 in the run queue
+    k = TL().main(cpu=0.4).proc(201, "worker", 0.4, state="R", run_delay=0.6)
+    k.stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=2))
+    assert near(s["cpu_contention"], 0.5 * 0.6) and near(s["worker_busy"], 0.5 * 0.4)
+    f = findings(k, ctx(cpu_count=2))
+    assert f["cpu_contention"].impact > f["worker_cpu_bound"].impact
+
+
+def test_the_main_threads_own_run_delay_slows_its_compute():
+    k = TL().main(cpu=0.5, state="R", run_delay=0.4).stacks({"forward": 0.5, "backward": 0.5})
+    assert near(shares(k)["cpu_contention"], 0.4)
+
+
+def test_no_cause_from_a_missing_signal():
+    # A busy host, but no run-delay figures: contention is not guessed; no worker figures
+    # for the data wait: it stays input_bound (not narrowed), not I/O.
+    k = TL().proc(PID, "main", None, state="S", ppid=1).stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=1))
+    assert set(s) == {"input_bound"} and near(s["input_bound"], 0.5)
+    f = findings(k, ctx(cpu_count=1))
+    assert set(f) == {"input_bound"}
+
+
+def test_eval_and_checkpoint_are_a_periodic_stall_that_names_the_phase():
+    k = TL().main().proc(201, "worker", 0.95).stacks({"eval": 0.25, "checkpoint": 0.05, "forward": 0.70})
+    f = findings(k)["periodic_stall"]
+    assert near(f.impact, 0.30) and f.severity == "high" and f.evidence["phase"] == "eval"
+    assert "evaluation" in f.summary and "Evaluate less often" in f.fix
+    assert "cpu_contention" not in findings(k)  # the old rules called an eval pass contention
+
+
+def test_inline_loading_is_main_process_loading():
+    k = TL().main(cpu=1.0).stacks({"data_inline": 0.7, "forward": 0.3})
+    f = findings(k)["main_process_loading"]
+    assert near(f.impact, 0.7) and "num_workers" in f.fix
+
+
+def _ddp(k: TL, slow_idle: float = 0.7) -> TL:
+    k.main(cpu=0.0).proc(501, "rank", 0.05, state="S", rank=0, cpu_main=0.04)
+    k.proc(502, "rank", 0.3, state="S", rank=1, cpu_main=0.3)
+    k.stacks({"backward": 0.9, "forward": 0.1}, pid=501)
+    k.stacks({"idle": slow_idle, "backward": 0.2, "forward": 1 - slow_idle - 0.2}, pid=502)
+    return k
+
+
+def test_ddp_backward_with_the_main_thread_idle_waits_for_the_slow_rank():
+    k = _ddp(TL())
+    f = findings(k)
+    s = f["straggler"]
+    assert s.rank == 1 and s.evidence["slow"] == "rank 1"
+    assert s.evidence["wait_shares"]["rank 0"] > 0.8 and s.evidence["wait_shares"]["rank 1"] < 0.1
+    assert "sleeping" in s.evidence["slow_rank_own"]
+    assert near(s.impact, 0.9 * 0.96 / 2, 0.03)  # rank 0's wait, over the job's two ranks
+    assert "comm_bound" not in f
+
+
+def test_a_rank_with_its_own_cpu_busy_in_backward_is_computing():
+    k = TL().main(cpu=0.0).proc(501, "rank", 1.0, rank=0, cpu_main=0.95).proc(502, "rank", 1.0, rank=1,
+                                                                               cpu_main=0.95)
+    k.stacks({"backward": 0.6, "forward": 0.4}, pid=501).stacks({"backward": 0.6, "forward": 0.4}, pid=502)
+    assert shares(k) == {}
+
+
+def test_equal_waits_are_comm_bound_not_a_straggler():
+    k = TL().main(cpu=0.0).proc(501, "rank", 0.2, rank=0).proc(502, "rank", 0.2, rank=1)
+    k.stacks({"collective": 0.3, "forward": 0.7}, pid=501).stacks({"collective": 0.3, "forward": 0.7}, pid=502)
+    f = findings(k)
+    assert "straggler" not in f and near(f["comm_bound"].impact, 0.3)
+
+
+def test_card_idle_ledger_follows_the_ranks_state_at_the_same_moments():
+    # The card idles exactly while the main thread waits for data (0.25 s of every 0.5 s);
+    # a utilization sample at t stands for the time since the previous one.
+    k = TL().main().proc(201, "worker", 0.95)
+    k.cards(dt=0.25, fn=lambda t: {"util": 0.0 if ((t - 0.25) % 0.5) < 0.25 - 1e-9 else 100.0})
+    k.stacks({"data_wait": 0.5, "forward": 0.5})
+    j = ledger.build(k.window(ctx(cpu_count=2)))
+    cl = j.cards[0]
+    assert near(cl.idle_s / cl.wall_s, 0.5, 0.05)
+    assert near(sum(cl.by_state_s.values()), cl.idle_s, 1e-6)
+    assert near(cl.by_state_s["data_wait"], cl.idle_s, 0.3) and set(cl.by_state_s) == {"data_wait"}
+    assert set(cl.by_cause_s) == {"worker_busy"}
+
+
+def test_idle_card_while_the_rank_computes_is_host_overhead():
+    k = TL().main(cpu=1.0).cards(util=60.0).stacks({"forward": 0.5, "backward": 0.5})
+    f = findings(k)["host_overhead_bound"]
+    assert near(f.impact, 0.40) and f.severity == "high"
+
+
+def test_without_stacks_the_idle_card_is_unattributed():
+    k = TL().main().cards(util=30.0)
+    w = k.window(ctx(has_stacks=False, no_stacks_reason="permission_denied: no ptrace"))
+    w.ledger = ledger.build(w)
+    (f,) = rl.starved_unattributed(w, 1.0)
+    assert near(f.impact, 0.70) and "ptrace" in f.fix.lower()
+
+
+def test_one_card_of_eight_counts_an_eighth():
+    k = TL()
+    for c in range(8):
+        pid = 600 + c
+        k.proc(pid, "rank", 1.0, rank=c, ppid=PID)
+        if c == 3:  # idle exactly while its rank waits for data (0.3 s of every 0.5 s)
+            k.cards(card=c, dt=0.1, procs={str(pid): 10_000_000_000},
+                    fn=lambda t: {"util": 0.0 if ((t - 0.1) % 0.5) < 0.3 - 1e-9 else 100.0})
+            k.stacks({"data_wait": 0.6, "forward": 0.4}, pid=pid)
+        else:
+            k.cards(card=c, util=100.0, procs={str(pid): 10_000_000_000})
+            k.stacks({"forward": 1.0}, pid=pid)
+        k.proc(700 + c, "worker", 0.05, state="S", ppid=pid, rank=c)
+    k.main(cpu=0.0)
+    s = shares(k)
+    assert near(s["worker_io_bound"], 0.6 / 8, 0.01)
+    assert s.get("host_overhead_bound", 0) < 0.01
+
+
+def test_advisor_headline_is_the_largest_cause_and_healthy_never_stands_beside_a_medium_one():
+    k = TL().main(cpu=0.5, t1=200).proc(201, "worker", 0.95, t1=200)
+    k.stacks({"data_wait": 0.3, "eval": 0.1, "forward": 0.6}, t1=200)
+    adv = Advisor(ctx(cpu_count=2, cards=[]))
+    for t in range(15, 200, 5):
+        v = adv.evaluate(k.tl, float(t))
+    assert v.headline is not None and v.headline.rule == "worker_cpu_bound"
+    rules = {f.rule for f in v.findings}
+    assert "periodic_stall" in rules and "healthy" not in rules
+
+
+@pytest.mark.parametrize("util,link_gbps,fires", [(30.0, 1.4, False), (30.0, 50.0, True)])
+def test_pcie_bound_needs_the_link_busy_against_its_capacity(util, link_gbps, fires):
+    from sattui.advisor import rules_gpu
+
+    k = TL().main().cards(util=util, sm_active=10.0, pcie_rx_Bps=link_gbps * 1e9, pcie_tx_Bps=0.0,
+                          pcie_gen=5, pcie_width=16)
+    got = rules_gpu.pcie_bound(k.window(), 1.0)
+    assert bool(got) is fires
+
+
+def test_the_loader_shutting_its_workers_down_at_the_end_is_not_a_restart():
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95, t0=0, t1=35).stacks({"data_wait": 0.5, "forward": 0.5})
+    s = shares(k, ctx(cpu_count=2))
+    assert "worker_respawn" not in s and near(s["worker_busy"], 0.5 * 25 / WALL, 0.03)
+
+
+def test_the_books_running_window_equals_summing_its_bins():
+    import random
+
+    from sattui.advisor.ledger import CardLedger, JobLedger, LedgerBook, RankLedger, total
+
+    rnd = random.Random(7)
+    book = LedgerBook()
+    for b in range(400):
+        j = JobLedger(gpu_job=True)
+        j.ranks[1] = RankLedger(1, None, 1.0, {"forward": 0.4, "data_wait": 0.6}, {"worker_busy": rnd.random() * 0.6},
+                                {"worker_busy": {"data_wait": 0.3}})
+        j.cards[0] = CardLedger(0, 1, None, 1.0, rnd.random(), {"data_wait": 0.2}, {"worker_busy": 0.2})
+        book._bins[b] = j
+    for t1 in range(130, 400, 5):
+        got = book.window(t1 - 120.0, t1 + 0.5, gpu_job=True)
+        want = total((book._bins[b] for b in range(t1 - 120, t1)), gpu_job=True)
+        assert near(got.ranks[1].causes_s["worker_busy"], want.ranks[1].causes_s["worker_busy"], 1e-6)
+        assert near(got.cards[0].idle_s, want.cards[0].idle_s, 1e-6)
+        assert near(got.ranks[1].wall_s, 120.0, 1e-6)
