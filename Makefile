@@ -26,7 +26,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sattui-installed
 
-.PHONY: demo test setup
+.PHONY: demo test setup lint
 
 demo: $(STAMP)
 	$(BIN)/sattui demo
@@ -36,9 +36,15 @@ test: $(STAMP)
 
 setup: $(STAMP)
 
+# The layering rule (Textual only in the front end), import order, the usual bug
+# patterns (ruff, configured in pyproject.toml) and the types (mypy).
+lint: $(STAMP)
+	$(BIN)/ruff check sattui tests bench scripts
+	$(BIN)/mypy
+
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_PIP_ARGS) $(TORCH)
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
 	@touch $@
