@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from sattui.record import RecordingReader
-from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
+from tests.e2e.conftest import REPO, py_spy_on, run_sattui, sattui_cmd
 
 IS_ROOT = os.geteuid() == 0
 
@@ -91,20 +91,10 @@ def _records(path: Path) -> tuple[list[dict], list[str]]:
     return recs, reader.warnings
 
 
-def _py_spy_on(pid: int) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            cmd = p.info["cmdline"] or []
-            if p.info["name"] == "py-spy" and str(pid) in cmd:
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
 
 
 def _kill_py_spy_on(pid: int) -> None:
-    for p in _py_spy_on(pid):
+    for p in py_spy_on(pid):
         try:
             p.kill()
         except psutil.Error:
@@ -145,7 +135,7 @@ def test_trainer_sigkilled_mid_recording_ends_the_file_with_an_event(spinner, tm
     assert "trainer_exited" in types and types[-1] == "recording_ended"
     assert recs[-1]["ended_by"] == "trainer_exited"
     assert any(r["kind"] == "proc" for r in recs)
-    assert not _py_spy_on(tr.pid)
+    assert not py_spy_on(tr.pid)
     rep = run_sattui("report", str(out))
     assert rep.returncode == 0, rep.stderr
 
@@ -297,7 +287,7 @@ def test_disk_full_mid_recording_is_one_line_and_earlier_lines_stay(spinner, tin
     assert len(warnings) <= 1
     assert sum(1 for x in recs if x["kind"] == "proc") >= 5
     assert tr.proc.poll() is None, "the trainer goes on"
-    assert not _py_spy_on(tr.pid), "py-spy is stopped"
+    assert not py_spy_on(tr.pid), "py-spy is stopped"
 
 
 # -- row 7: a large recording is reported with bounded memory ------------------------------
@@ -514,7 +504,7 @@ def test_hung_crashing_garbage_and_slow_tool_leave_no_zombie_or_orphan(spinner, 
     tool_pids = [int(x) for x in counter.read_text().split()]
     assert len(tool_pids) >= 7, f"the tool ran only {len(tool_pids)} times; every fault must have been met"
     deadline = time.monotonic() + 5
-    while (left := _procs_mentioning(marker) + _procs_mentioning(str(tool)) + _py_spy_on(trainer.pid)) \
+    while (left := _procs_mentioning(marker) + _procs_mentioning(str(tool)) + py_spy_on(trainer.pid)) \
             and time.monotonic() < deadline:
         time.sleep(0.2)
     # Each tool run is `python <tool path>`, so this sweep finds any left of the seven too.
