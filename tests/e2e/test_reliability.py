@@ -142,14 +142,38 @@ def test_trainer_sigkilled_mid_recording_ends_the_file_with_an_event(spinner, tm
 
 # -- row 2: sattui itself is SIGKILLed -----------------------------------------------------
 
+def _last_proc_t(path: Path) -> float | None:
+    """The newest process sample's time now on disk (a line being written is skipped)."""
+    newest = None
+    for line in path.read_bytes().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("kind") == "proc":
+            newest = r["t"] if newest is None else max(newest, r["t"])
+    return newest
+
+
+KILL_AFTER_S = 2.0
+
+
 def test_sattui_sigkilled_leaves_everything_up_to_the_last_second(spinner, tmp_path):
     tr = spinner()
     out = tmp_path / "f.jsonl"
     p = _popen_record("--pid", str(tr.pid), "-o", str(out), "--interval", "0.5")
     try:
         _wait_lines(out, 8)
-        time.sleep(3)
-        size_before = out.stat().st_size
+        # The file is the clock (the recording's t has its own origin): catch a tick the
+        # moment it reaches the disk, kill KILL_AFTER_S later. Its t is then at most the
+        # kill's t - KILL_AFTER_S, so "nothing lost past the last second" means a sample
+        # at or after t_seen + KILL_AFTER_S - 1 s is in the file.
+        t0 = _last_proc_t(out)
+        deadline = time.monotonic() + 10
+        while (t_seen := _last_proc_t(out)) == t0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert t_seen is not None and t_seen != t0, "no new tick reached the file in 10 s"
+        time.sleep(KILL_AFTER_S)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(10)
         recs, warnings = _records(out)
@@ -157,9 +181,8 @@ def test_sattui_sigkilled_leaves_everything_up_to_the_last_second(spinner, tmp_p
         t_last_proc = max(r["t"] for r in recs if r["kind"] == "proc")
         t_header = json.loads(out.read_bytes().splitlines()[0])
         assert t_header["kind"] == "header"
-        # Ticks every 0.5 s, each flushed: the newest process sample is at most ~1 s old.
-        assert out.stat().st_size >= size_before
-        assert t_last_proc >= 3.0
+        # Ticks every 0.5 s, each flushed: at most the last second is lost.
+        assert t_last_proc >= t_seen + KILL_AFTER_S - 1.0, (t_seen, t_last_proc)
         # A kill landing mid-write tears the last line: it is skipped with a warning.
         data = out.read_bytes()
         last_nl = data.rstrip(b"\n").rfind(b"\n")
