@@ -65,6 +65,10 @@ GMI_S80 = FIX / "moorethreads" / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-proc
 XPU_DISCOVERY_J = FIX / "intel" / "xpu-smi-discovery-j_1x-0x020a.json"
 XPU_DISCOVERY_D = FIX / "intel" / "xpu-smi-discovery-d0_detail.txt"
 XPU_STATS = FIX / "intel" / "xpu-smi-stats-d0_blank-fields.txt"
+# BUSY captures (utilization above 0): 16x 910B2C from vllm-ascend issue 4013, a Flex 170
+# at ~99.5 % from XPU Manager's README (each .source.md says where).
+NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
+XPU_DUMP_BUSY = FIX / "intel" / "xpumcli-dump-d0-m0123_flex170-0x56c0_busy.csv"
 
 GARBAGE = "\x00\x01 totally not a table {[ ]\n"
 NVML_FAULTS_DURATION = 7  # room for a late pynvml import on a loaded box (the shim clock starts then)
@@ -95,6 +99,12 @@ def _npu_smi(d: Path, mp: pytest.MonkeyPatch) -> None:
                                             "info -t proc-mem -i 0": NPU_PROCMEM})
 
 
+def _npu_smi_busy(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # Only the overview was captured: "-t common -i 0" answers nothing here, so the rated
+    # clock stays unknown (one backend_degraded event), the overview is read every tick.
+    install_tool(d, mp, "npu-smi", by_args={"info": NPU_BUSY16})
+
+
 def _cnmon(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "cnmon", stdout_file=CNMON)
 
@@ -115,6 +125,14 @@ def _xpu_smi_intel(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
         "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
         "stats -d 0": XPU_STATS})
+
+
+def _xpu_smi_intel_busy(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # Discovery from the guide's captures (another card); stats prints nothing readable,
+    # so every tick reads the busy card's dump CSV.
+    install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
+        "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
+        "stats -d 0": "", "dump -d 0": XPU_DUMP_BUSY})
 
 
 def _brsmi(d: Path, mp: pytest.MonkeyPatch) -> None:
@@ -226,10 +244,12 @@ VENDORS: dict[str, tuple[str, Callable[[Path, pytest.MonkeyPatch], None]]] = {
     "amd-smi": ("rocm", _amd_smi),
     "hygon": ("hygon", _hy_smi),
     "ascend": ("ascend", _npu_smi),
+    "ascend-busy": ("ascend", _npu_smi_busy),
     "cambricon": ("cambricon", _cnmon),
     "kunlun": ("kunlun", _kunlun()),
     "mthreads": ("mthreads", _gmi(GMI_S5000)),
     "intel": ("intel", _xpu_smi_intel),
+    "intel-busy": ("intel", _xpu_smi_intel_busy),
     "biren": ("biren", _brsmi),
 }
 
@@ -381,6 +401,21 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
              (88.7, 37.0, 59932, "3232170", 56588), (91.5, 37.0, 59944, "3231929", 56600),
              (94.9, 37.0, 59021, "2895155", 55671), (90.1, 39.0, 19319, "1886762", 15975)])},
     ),
+    # BUSY npu-smi 24.1.rc2, 16x 910B2C: "| 0     910B2C | OK | 450.6       78 ...", "| 0 |
+    # 0000:75:01.0  | 100         0    / 0          54735/ 65536 |" …; "| 0  0 | 265997 |
+    # python3 | 51358 |" on every NPU. AICore 100 on NPUs 0 1 4 6 7 9 13, 0 on the rest.
+    "ascend-busy": (
+        [(i, "huawei", "910B2C", 65536 * MiB) for i in range(16)],
+        {i: dict(util=util, power_w=pw, temp_c=t, mem_used=hbm * MiB, mem_total=65536 * MiB,
+                 procs={"265997": 51358 * MiB})
+         for i, (util, pw, t, hbm) in enumerate([
+             (100.0, 450.6, 78.0, 54735), (100.0, 449.7, 77.0, 54712), (0.0, 91.7, 47.0, 54715),
+             (0.0, 96.1, 49.0, 54712), (100.0, 450.1, 75.0, 54711), (0.0, 97.4, 48.0, 54712),
+             (100.0, 449.8, 75.0, 54713), (100.0, 450.2, 78.0, 54711), (0.0, 96.5, 47.0, 54715),
+             (100.0, 450.1, 78.0, 54712), (0.0, 137.4, 49.0, 54710), (0.0, 109.4, 49.0, 54709),
+             (0.0, 104.6, 48.0, 54711), (100.0, 450.3, 77.0, 54710), (0.0, 109.6, 45.0, 54710),
+             (0.0, 116.9, 54.0, 54710)])},
+    ),
     # cnmon v5.10.13: "| 0     /   MLU370-X8    v1.1.6 |", "|  0%   32C   106 W/ 250 W |
     # 0 MiB/ 23374 MiB |"; card 1 "|  0%   39C   106 W/ 250 W |"; "No running processes found".
     "cambricon": (
@@ -411,6 +446,13 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
         [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
         {0: dict(util=0.0, power_w=15.0, sm_clock_mhz=2050.0, temp_c=41.0, mem_used=24 * MiB,
                  mem_total=32768 * MiB, dram_active=None)},
+    ),
+    # BUSY xpumcli dump (a Flex 170), last row "21:23:03.000,    0, 99.65, 119.24, 1700, 51.00"
+    # (util %, power W, MHz, core C); no memory-used column: None. Name and size from discovery.
+    "intel-busy": (
+        [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
+        {0: dict(util=99.65, power_w=119.24, sm_clock_mhz=1700.0, temp_c=51.0, mem_used=None,
+                 mem_total=32768 * MiB)},
     ),
     # SYNTHETIC brsmi table (tests/unit/test_vendor_biren.py): "|   0  BR104P  N/A  |",
     # "| N/A   45C   P0   120W / 300W  |   2048MiB / 32768MiB |     35%   Default |";
