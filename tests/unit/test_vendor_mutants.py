@@ -7,7 +7,6 @@ the rest are contract tests of one small function on hand-written input, marked 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -85,13 +84,3 @@ def test_pcie_generation_from_the_lane_rate(gts, gen):
     # PCIe per-lane rates are 2.5, 5, 8, 16, 32, 64 and 128 GT/s for generations 1 to 7.
     assert pcie_gen_from_speed(gts) == gen
 
-
-def test_the_clock_of_a_real_fake_tool_run_is_monotonic_by_default(tmp_path, monkeypatch):
-    # The default clock (time.monotonic) stamps samples between two readings of it.
-    install_tool(tmp_path, monkeypatch, "cnmon", stdout_file=CNMON_2X)
-    be = CambriconBackend(timeout_s=10.0)
-    be.discover()
-    t0 = time.monotonic()
-    samples = be.sample()
-    t1 = time.monotonic()
-    assert samples and all(t0 <= s.t <= t1 for s in samples)
