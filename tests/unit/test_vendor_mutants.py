@@ -13,11 +13,15 @@ import pytest
 
 from sattui.vendors._parse import CardReading, amd_value, pcie_gen_from_speed
 from sattui.vendors._table import split_paren
+from sattui.vendors.ascend import AscendBackend
 from sattui.vendors.cambricon import CambriconBackend, parse_cnmon
+from sattui.vendors.kunlun import KunlunBackend
 from tests.vendor_tools import install_tool
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors"
 CNMON_2X = FIX / "cambricon" / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"
+NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
+KUNLUN_8X = FIX / "kunlun" / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"
 MiB = 1 << 20
 
 
@@ -84,3 +88,30 @@ def test_pcie_generation_from_the_lane_rate(gts, gen):
     # PCIe per-lane rates are 2.5, 5, 8, 16, 32, 64 and 128 GT/s for generations 1 to 7.
     assert pcie_gen_from_speed(gts) == gen
 
+
+
+def test_ascend_samples_carry_the_backends_clock(tmp_path, monkeypatch):
+    # Kills AscendBackend.sample's "t = self.clock()" → "t = None" (and the same with the
+    # argument of to_sample): the busy 16-NPU capture, sampled at 3.5 on the backend's clock.
+    install_tool(tmp_path, monkeypatch, "npu-smi", by_args={"info": NPU_BUSY16})
+    be = AscendBackend(clock=lambda: 3.5, timeout_s=10.0)
+    be.discover()
+    samples = be.sample()
+    assert len(samples) == 16 and {s.t for s in samples} == {3.5}
+
+
+@pytest.mark.parametrize("other", ["crashes", "prints something else", "hangs"])
+def test_kunlunxin_tool_is_found_as_xpu_smi_after_a_bad_xpu_dash_smi(tmp_path, monkeypatch, other):
+    # Kills locate_kunlun's "continue" → "break" after a candidate that failed or could not
+    # be told apart, and "kind == 'kunlun'" → "kind != 'kunlun'": a broken or foreign
+    # `xpu-smi` first on PATH must not hide Kunlunxin's `xpu_smi` (the real 8-XPU capture).
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr("sattui.vendors.kunlun.KUNLUN_DIRS", ())
+    behaviour = {"crashes": dict(exit_code=1, stderr_text="xpu-smi: cannot open device\n"),
+                 "prints something else": dict(stdout_text="usage: xpu-smi [options]\n"),
+                 "hangs": dict(stdout_file=KUNLUN_8X, sleep_s=30)}[other]
+    install_tool(tmp_path, monkeypatch, "xpu-smi", **behaviour)
+    ours = install_tool(tmp_path, monkeypatch, "xpu_smi", stdout_file=KUNLUN_8X)
+    be = KunlunBackend(timeout_s=3.0)
+    assert [c.card for c in be.discover()] == list(range(8))
+    assert be.tool is not None and be.tool.path == str(ours)
