@@ -185,10 +185,12 @@ async def test_q_quits():
     app = app_for(replay())
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
+        assert app.is_running and app.return_code is None
         await pilot.press("q")
         await pilot.pause()
-    assert app.return_code in (0, None)
-    assert not app.is_running
+        # Checked before run_test's own exit, which would stop any app: the key did it.
+        assert not app.is_running
+        assert app.return_code == 0
 
 
 # -- time -------------------------------------------------------------------------------
