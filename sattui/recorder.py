@@ -1,9 +1,10 @@
 """The sampling engine, and headless recording on top of it.
 
 :class:`Engine` is the one place where sampling happens: it ticks the trainer's process
-tree once per interval, runs py-spy (:class:`StackSampler`, its own thread) and the card
-poller (:class:`CardPoller`, its own thread), and hands every batch of records, in time
-order, to its sinks. Sinks take records exactly as they are written to a recording, so
+tree and the host (:class:`HostSampler`) once per interval, runs py-spy on the trainer
+(:class:`StackSampler`, its own thread) and on its DataLoader workers now and then
+(:class:`WorkerStackSampler`, its own thread), and the card poller (:class:`CardPoller`,
+its own thread), and hands every batch of records, in time order, to its sinks. Sinks take records exactly as they are written to a recording, so
 a live screen (``sattui.session.LiveSession``: a ``Feed`` sink, maybe a file sink too)
 and ``sattui record`` (a ``RecordingWriter`` sink) see the same data, and a replayed
 recording looks like the live session that made it.
@@ -30,7 +31,8 @@ import psutil
 from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
 from sattui.host import usable_cpus
-from sattui.model import CardInfo, CardSample, Event, StackChunk
+from sattui.host_sampler import HostSampler
+from sattui.model import CardInfo, CardSample, Event, StackChunk, WorkerStack
 from sattui.record import RecordingWriter, make_header, stacks_to_record
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.timeline import Clock
@@ -38,6 +40,7 @@ from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
 from sattui.frames import read_source_line
 from sattui.trainer.states import classify
+from sattui.trainer.worker_stacks import WorkerStackSampler
 from sattui.vendors.base import Backend
 
 DEFAULT_INTERVAL_S = 1.0
@@ -113,6 +116,8 @@ class Engine:
         self.skipped: list[str] = []
         self.poller: CardPoller | None = None
         self.samplers: dict[int, StackSampler] = {}
+        self.host: HostSampler | None = None
+        self.worker_sampler: WorkerStackSampler | None = None
         self.trainer_exited = False
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -120,6 +125,7 @@ class Engine:
         self._chunks: queue.Queue[StackChunk] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
         self._card_samples: queue.Queue[list[CardSample]] = queue.Queue()
+        self._worker_stacks: queue.Queue[WorkerStack] = queue.Queue()
         self._pending: list[dict[str, Any]] = []
         self._shut = False
 
@@ -132,6 +138,7 @@ class Engine:
         if self.tree is not None:
             self.pid = self.tree.pid
         self.info = self.tree.info() if self.tree is not None else {}
+        self.host = HostSampler(self.tree.pid, self.clock) if self.tree is not None else None
         backend, cards, skipped = open_backend(self.backend_name, self.clock)
         if self.tree is None and backend is None:
             why = "; ".join(skipped) if skipped else "no backend chosen"
@@ -175,6 +182,10 @@ class Engine:
             self.poller.start()
         if self.tree is not None:
             self._start_samplers()
+            if self.stacks:
+                self.worker_sampler = WorkerStackSampler(self.clock, self._worker_stacks.put, self._events.put)
+                if not self.worker_sampler.start():
+                    self.worker_sampler = None  # no py-spy: the trainer's sampler says so
 
     # -- the loop
 
@@ -202,6 +213,10 @@ class Engine:
             # exit code when there is one.
             out.extend(e.to_record() for e in events if e.type != "trainer_exited")
             out.extend(p.to_record() for p in procs)
+            if self.host is not None:
+                out.append(self.host.sample().to_record())
+            if self.worker_sampler is not None:
+                self.worker_sampler.set_workers(p.pid for p in procs if p.role == "worker")
             self._start_samplers()
         self._drain(out)
         if tree is not None and not self.trainer_exited and (
@@ -249,6 +264,8 @@ class Engine:
         self._shut = True
         for s in self.samplers.values():
             s.stop()
+        if self.worker_sampler is not None:
+            self.worker_sampler.stop()
         if self.poller is not None:
             self.poller.stop()
         self.close_backend()
@@ -284,6 +301,11 @@ class Engine:
                 break
             classify_chunk(chunk, cuda=getattr(self, "_on_accelerator", False))
             out.append(stacks_to_record(chunk))
+        while True:
+            try:
+                out.append(self._worker_stacks.get_nowait().to_record())
+            except queue.Empty:
+                break
         if out:
             out.sort(key=lambda r: r["t"])
             self.emit(out)
