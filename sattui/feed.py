@@ -48,7 +48,8 @@ def proc_from_record(rec: dict[str, Any]) -> ProcSample:
 
 
 def host_from_record(rec: dict[str, Any]) -> HostSample:
-    return HostSample(**{k: rec.get(k) for k in _HOST_FIELDS})
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _HOST_FIELDS}
+    return HostSample(**fields_)
 
 
 def worker_stack_from_record(rec: dict[str, Any]) -> WorkerStack:

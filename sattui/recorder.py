@@ -4,10 +4,11 @@
 tree and the host (:class:`HostSampler`) once per interval, runs py-spy on the trainer
 (:class:`StackSampler`, its own thread) and on its DataLoader workers now and then
 (:class:`WorkerStackSampler`, its own thread), and the card poller (:class:`CardPoller`,
-its own thread), and hands every batch of records, in time order, to its sinks. Sinks take records exactly as they are written to a recording, so
-a live screen (``sattui.session.LiveSession``: a ``Feed`` sink, maybe a file sink too)
-and ``sattui record`` (a ``RecordingWriter`` sink) see the same data, and a replayed
-recording looks like the live session that made it.
+its own thread), and hands every batch of records, in time order, to its sinks. Sinks
+take records exactly as they are written to a recording, so a live screen
+(``sattui.session.LiveSession``: a ``Feed`` sink, maybe a file sink too) and ``sattui
+record`` (a ``RecordingWriter`` sink) see the same data, and a replayed recording looks
+like the live session that made it.
 
 The tick loop (:meth:`Engine.run`) runs in whichever thread calls it: the caller's for
 ``sattui record``, a background thread for a live session. py-spy chunks, card samples

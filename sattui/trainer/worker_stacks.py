@@ -167,8 +167,9 @@ class WorkerStackSampler:
         if parsed is not None:
             self._failing = 0
             frames, active = parsed
-            self.on_stack(WorkerStack(t=(t0 + t1) / 2, pid=pid, state=classify_worker(frames, active, read_source_line).value,
-                                      frames=kept_frames(frames), active=active))
+            state = classify_worker(frames, active, read_source_line)
+            self.on_stack(WorkerStack(t=(t0 + t1) / 2, pid=pid, state=state.value, frames=kept_frames(frames),
+                                      active=active))
             return True
         self.failures += 1
         if rc != 0 and classify_failure(err) == "gone":
