@@ -303,8 +303,7 @@ def main() -> int:
     print(f"# signals_cost: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    need = 60 + args.window * (3 + 2 * args.pairs) + 20 * args.pairs
-    tr = start_trainer(args.workers, need)
+    tr = start_trainer(args.workers, 3600)  # killed at the end
     try:
         workers = wait_workers(tr.pid, args.workers)
         time.sleep(3)
