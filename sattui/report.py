@@ -323,7 +323,7 @@ def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
                           "lost": {k: round(v / r.wall_s, 4) for k, v in
                                    sorted(r.causes_s.items(), key=lambda kv: -kv[1])},
                           "sampled_s": round(r.wall_s, 2),
-                          **step_seen.figures(r.steps, r.step_hist, r.wall_s, rate, r.phases_seen, r.states_s)})
+                          **step_seen.figures(r.steps, r.step_hist, r.wall_s, rate, r.phases_seen)})
         tr["ranks"] = ranks
     for c in rep.get("cards") or []:
         cl = ledger.cards.get(c["card"])

@@ -107,7 +107,8 @@ class RankLedger:
     # of their lengths (bucket -> count).
     steps: int = 0
     step_hist: dict[int, int] = field(default_factory=dict)
-    phases_seen: dict[str, int] = field(default_factory=dict)  # how often each phase began
+    # each phase's sightings (the data wait, the step's compute, …): histograms of lengths
+    phases_seen: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def lost_s(self) -> float:
@@ -124,8 +125,10 @@ class RankLedger:
         self.steps += o.steps
         for k, n in o.step_hist.items():
             self.step_hist[k] = self.step_hist.get(k, 0) + n
-        for ph, n in o.phases_seen.items():
-            self.phases_seen[ph] = self.phases_seen.get(ph, 0) + n
+        for ph, h in o.phases_seen.items():
+            mine = self.phases_seen.setdefault(ph, {})
+            for k, n in h.items():
+                mine[k] = mine.get(k, 0) + n
         _merge(self.states_s, o.states_s)
         _merge(self.causes_s, o.causes_s)
         for c, d in o.detail.items():

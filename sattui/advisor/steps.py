@@ -15,13 +15,15 @@ however long it runs; p50 and p90 are read from it.
 Seeing a boundary needs its two sides sampled: the wait and the step's first state, or
 a forward pass and what came before it. A phase shorter than the sampling period is
 caught only now and then, and the steps around a missed one merge into one long "step".
-Whether a phase is always caught is told from the samples themselves: its time (its
-share of the sampled time) over the number of times it was seen is its mean length when
-every occurrence was caught, and about one sampling period when some were missed (each
-one caught then holds a single sample). So the figures are given only when, for one of
-the two ways of seeing a boundary, both phases last at least :data:`MIN_PHASE_PERIODS`
-periods that way, and the median step spans at least :data:`MIN_PERIODS` periods; else
-they are ``None`` with the reason.
+Whether a phase is always caught is told from the samples themselves: each time it is
+seen, it lasts a whole number of sampling periods, and a phase caught only now and then
+is seen for a single one. So the median length of a phase's sightings (kept in a
+histogram too) is at least :data:`MIN_PHASE_PERIODS` periods only when it is typically
+that long, and then it is never missed. The figures are given when, for one of the two
+ways of seeing a boundary, both of its phases pass that, and the median step spans at
+least :data:`MIN_PERIODS` periods; else they are ``None`` with the reason. (A median,
+not a mean: one long wait per epoch, a worker restart, must not make the short ones of
+every step look seen.)
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ STEP = frozenset({State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE,
 GAP_S = 0.5
 # The median step must span this many sampling periods for its boundaries to be seen.
 MIN_PERIODS = 3.0
-# A phase whose time per sighting is this many periods was caught every time (a missed
-# one drives the figure to about one period).
+# A phase whose median sighting lasts this many periods is caught every time (one caught
+# only now and then is seen for a single period).
 MIN_PHASE_PERIODS = 2.0
 # The phases whose sightings are counted (see figures()).
 PHASES = ("data", "step", "forward", "rest")
@@ -60,21 +62,30 @@ def _phases(st: str | None) -> tuple[str, ...]:
     return ()
 
 
-def sightings(spans: Iterable[Any]) -> list[tuple[float, str]]:
-    """``(t, phase)`` each time a phase (:data:`PHASES`) begins in a thread's spans: the
-    data wait, the step's own states together, its forward pass, the rest of the step."""
-    out: list[tuple[float, str]] = []
-    prev: tuple[str, ...] = ()
+def sightings(spans: Iterable[Any]) -> list[tuple[float, str, float]]:
+    """``(end, phase, length)`` for each time a phase (:data:`PHASES`: the data wait, the
+    step's own states together, its forward pass, the rest of the step) was seen in a
+    thread's spans, from its first span to its last; one still open at the end is left
+    out (it ends in what comes next)."""
+    out: list[tuple[float, str, float]] = []
+    open_: dict[str, list[float]] = {}  # phase -> [start, end]
     prev_end: float | None = None
     for s in spans:
         if s.state is None:
             continue
         if prev_end is not None and s.t - prev_end > GAP_S:
-            prev = ()
+            open_.clear()  # not known to have ended where the hole began
         prev_end = max(prev_end or s.t, s.t + s.dur)
         now = _phases(s.state)
-        out.extend((s.t, ph) for ph in now if ph not in prev)
-        prev = now
+        for ph in [ph for ph in open_ if ph not in now]:
+            a, z = open_.pop(ph)
+            out.append((z, ph, z - a))
+        for ph in now:
+            run = open_.get(ph)
+            if run is None:
+                open_[ph] = [s.t, s.t + s.dur]
+            else:
+                run[1] = s.t + s.dur
     return out
 
 
@@ -128,26 +139,16 @@ def quantile(hist: dict[int, int], q: float) -> float | None:
     return None
 
 
-def phase_seconds(states_s: dict[str, float]) -> dict[str, float]:
-    """Seconds per phase (:data:`PHASES`) from a rank's seconds per state."""
-    out = dict.fromkeys(PHASES, 0.0)
-    for st, v in states_s.items():
-        for ph in _phases(st):
-            out[ph] += v
-    return out
-
-
-def phase_lengths(seen: dict[str, int], states_s: dict[str, float]) -> dict[str, float | None]:
-    """Each phase's time per sighting (None where it was never seen)."""
-    secs = phase_seconds(states_s)
-    return {ph: secs[ph] / seen[ph] if seen.get(ph) else None for ph in PHASES}
+def phase_lengths(seen: dict[str, dict[int, int]]) -> dict[str, float | None]:
+    """Each phase's median sighting (None where it was never seen)."""
+    return {ph: quantile(seen.get(ph, {}), 0.5) for ph in PHASES}
 
 
 def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | None,
-            seen: dict[str, int] | None = None, states_s: dict[str, float] | None = None) -> dict[str, Any]:
+            seen: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
     """``steps_per_s``, ``step_s_p50``, ``step_s_p90`` of one rank, or None each with
     ``steps_null_reason`` when the sampling cannot resolve its steps (``seen``: the
-    phases' sightings, ``states_s``: the rank's seconds per state)."""
+    histograms of the phases' sightings, phase -> bucket -> count)."""
     nulls: dict[str, Any] = {"steps_per_s": None, "step_s_p50": None, "step_s_p90": None}
     p50 = quantile(hist, 0.5)
     if p50 is None or wall_s <= 0:
@@ -155,8 +156,8 @@ def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | No
                                               "repeated forward pass, was sampled"}
     if rate_hz:
         period = 1.0 / rate_hz
-        if seen is not None and states_s is not None:
-            ln = phase_lengths(seen, states_s)
+        if seen is not None:
+            ln = phase_lengths(seen)
 
             def caught(*phs: str) -> bool:
                 return all((ln[ph] or 0.0) >= MIN_PHASE_PERIODS * period for ph in phs)
@@ -165,7 +166,7 @@ def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | No
                 def ms(ph: str) -> str:
                     return "n/a" if ln[ph] is None else f"{ln[ph] * 1000:.0f} ms"
                 return {**nulls, "steps_null_reason": (
-                    f"steps too short to see at {rate_hz:g} Hz: per sighting, the data wait lasts {ms('data')}, "
+                    f"steps too short to see at {rate_hz:g} Hz: seen, the data wait lasts {ms('data')} (median), "
                     f"the step's compute {ms('step')}, its forward {ms('forward')} and the rest {ms('rest')}, "
                     f"against a sampling period of {period * 1000:.0f} ms: some steps are not seen")}
         if p50 < MIN_PERIODS * period:
@@ -177,14 +178,17 @@ def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | No
             "step_s_p90": round(p90, 4) if p90 is not None else None}
 
 
-def by_bin(spans: Sequence[Any], lo: float, hi: float,
-           bin_s: float) -> dict[int, tuple[int, dict[int, int], dict[str, int]]]:
-    """The boundaries and sightings in ``[lo, hi)`` by bin: ``{bin: (steps, histogram of
-    their lengths, sightings per phase)}``. ``spans`` should start well before ``lo`` so the
-    chain is in step by then."""
-    out: dict[int, tuple[int, dict[int, int], dict[str, int]]] = {}
+Bin = tuple[int, dict[int, int], dict[str, dict[int, int]]]
 
-    def at(t: float) -> tuple[int, dict[int, int], dict[str, int]]:
+
+def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int, Bin]:
+    """The boundaries and sightings in ``[lo, hi)`` by bin: ``{bin: (steps, histogram of
+    their lengths, {phase: histogram of its sightings' lengths})}`` (a sighting counts in
+    the bin it ends in). ``spans`` should start well before ``lo`` so the chain is in step
+    by then."""
+    out: dict[int, Bin] = {}
+
+    def at(t: float) -> Bin:
         b = math.floor(t / bin_s)
         got = out.get(b)
         if got is None:
@@ -198,8 +202,9 @@ def by_bin(spans: Sequence[Any], lo: float, hi: float,
                 k = bucket(length)
                 hist[k] = hist.get(k, 0) + 1
             out[math.floor(t / bin_s)] = (n + 1, hist, seen)
-    for t, ph in sightings(spans):
+    for t, ph, length in sightings(spans):
         if lo <= t < hi:
-            seen = at(t)[2]
-            seen[ph] = seen.get(ph, 0) + 1
+            h = at(t)[2].setdefault(ph, {})
+            k = bucket(length)
+            h[k] = h.get(k, 0) + 1
     return out

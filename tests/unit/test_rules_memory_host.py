@@ -23,8 +23,9 @@ def test_steady_growth_needs_growth_through_the_whole_span():
     assert steady_growth([(t, 100 + 5.0 * t) for t in range(0, 30)]) is not None
     # a warm-up that stops: grows in the first third, flat after
     assert steady_growth([(t, 100 + 50.0 * min(t, 8)) for t in range(0, 30)]) is None
-    # a sawtooth: falls back by more than a tenth of its range
+    # a sawtooth: falls back by more than a tenth of its range, even while it drifts up
     assert steady_growth([(t, 100 + 5.0 * (t % 10)) for t in range(0, 30)]) is None
+    assert steady_growth([(t, 100 + 2.0 * t + 20.0 * (t % 10)) for t in range(0, 30)]) is None
     # too short, too few points
     assert steady_growth([(t, 100 + 5.0 * t) for t in range(0, 15)]) is None
     assert steady_growth([(0, 1), (10, 2), (25, 3)]) is None

@@ -55,6 +55,16 @@ def test_phases_between_steps_and_torn_samples_neither_begin_nor_end_one():
     assert abs(b[2][1] - 1.55) < 1e-9  # the step that held the evaluation pass is that long
 
 
+def test_sightings_are_whole_runs_of_a_phase():
+    got = st.sightings(spans(cycle(3, 0.1, 0.1, 0.2, 0.1)))
+    data = [x for x in got if x[1] == "data"]
+    step = [x for x in got if x[1] == "step"]
+    assert len(data) == 3 and all(abs(length - 0.1) < 1e-9 for _, _, length in data)
+    # the last step's compute is still open at the end: it ends in what comes next
+    assert len(step) == 2 and all(abs(length - 0.4) < 1e-9 for _, _, length in step)
+    assert len([x for x in got if x[1] == "forward"]) == 3
+
+
 def test_no_step_is_timed_across_a_sampling_gap():
     a = spans(cycle(3, 0.1, 0.1, 0.2, 0.1))
     later = spans(cycle(3, 0.1, 0.1, 0.2, 0.1), t0=a[-1].t + a[-1].dur + 2.0)
@@ -75,16 +85,18 @@ def test_histogram_quantiles_within_five_percent():
 
 def test_too_short_to_see_is_null_with_a_reason():
     # steps long enough: figures
-    f = st.figures(100, {st.bucket(0.5): 100}, 50.0, 20.0, {"data": 100, "step": 100, "forward": 100, "rest": 100},
-                   {"data_wait": 10.0, "forward": 10.0, "backward": 25.0, "optimizer": 5.0})
+    f = st.figures(100, {st.bucket(0.5): 100}, 50.0, 20.0,
+                   {"data": {st.bucket(0.1): 100}, "step": {st.bucket(0.4): 100}, "forward": {st.bucket(0.1): 100},
+                    "rest": {st.bucket(0.3): 100}})
     assert f["steps_per_s"] == 2.0 and f["step_s_p50"] == pytest.approx(0.5, rel=0.05)
     # the median step under 3 sampling periods
     f = st.figures(100, {st.bucket(0.12): 100}, 12.0, 20.0)
     assert f["steps_per_s"] is None and f["step_s_p50"] is None and "3 sampling periods" in f["steps_null_reason"]
-    # each phase seen lasts about one sampling period: some steps were missed (a long
-    # data wait with a compute part shorter than a period; no forward seen twice)
-    f = st.figures(20, {st.bucket(0.5): 20}, 12.0, 20.0, {"data": 20, "step": 20, "forward": 10, "rest": 12},
-                   {"data_wait": 10.0, "forward": 0.5, "backward": 0.6})
+    # the step's compute seen for one sampling period at a time, the forward too: some
+    # steps were missed; a few long waits (worker restarts) do not make the short ones seen
+    f = st.figures(20, {st.bucket(0.5): 20}, 12.0, 20.0,
+                   {"data": {st.bucket(0.05): 15, st.bucket(3.0): 5}, "step": {st.bucket(0.05): 20},
+                    "forward": {st.bucket(0.05): 10}, "rest": {st.bucket(0.05): 12}})
     assert f["steps_per_s"] is None and "too short to see at 20 Hz" in f["steps_null_reason"]
     f = st.figures(0, {}, 12.0, 20.0)
     assert f["steps_per_s"] is None and "no step seen" in f["steps_null_reason"]
