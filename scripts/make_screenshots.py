@@ -41,6 +41,7 @@ SIZES = ((80, 24), (160, 48))
 SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"],
            "main-nocolor": []}
 PNG_FONT = "DejaVu Sans Mono"
+BRAILLE_FONT = "DejaVu Sans"  # has the Braille patterns DejaVu Sans Mono lacks
 
 
 def replay_session(path: Path, cursor: float):
@@ -91,16 +92,23 @@ def _one_text_per_cell(m: re.Match) -> str:
     pre, x, mid, length, post, body = m.groups()
     chars = html.unescape(body)
     cells = cell_len(chars)
-    if cells <= 1:
+    if cells <= 1 and not any(_braille(ch) for ch in chars):
         return m.group(0)
-    cw = float(length) / cells
+    cw = float(length) / max(1, cells)
     out, col = [], 0
     for ch in chars:
         if ch != " " and ch != "\u00a0":
-            out.append(f'<text {pre}x="{float(x) + col * cw:.2f}" {mid}textLength="{cw * cell_len(ch):.2f}"{post}>'
-                       f'{html.escape(ch)}</text>')
+            # DejaVu Sans Mono has no Braille patterns (the dipped buckets' dots); a
+            # terminal falls back to another font for them, and so does the picture.
+            font = f' style="font-family: {BRAILLE_FONT}"' if _braille(ch) else ""
+            out.append(f'<text {pre}x="{float(x) + col * cw:.2f}" {mid}textLength="{cw * cell_len(ch):.2f}"'
+                       f'{post}{font}>{html.escape(ch)}</text>')
         col += cell_len(ch)
     return "".join(out)
+
+
+def _braille(ch: str) -> bool:
+    return "\u2800" <= ch <= "\u28ff"
 
 
 def for_png(svg: str) -> str:

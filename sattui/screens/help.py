@@ -22,10 +22,13 @@ PARAGRAPHS = (
     ("Reading the strips",
      "Every strip on a screen shares one time axis: the same window, the same buckets, so a "
      "utilization dip and a data wait stand one above the other. Utilization and SM activity "
-     "draw each bucket's MINIMUM (▁▂▃▄▅▆▇█), so a short dip stays visible; CPU, memory, power, "
-     "temperature and I/O draw the bucket's MEAN. A blank cell means no sample there; n/a means "
-     "the source does not report the value (never shown as 0). SIMULATED marks a card that is "
-     "not real hardware."),
+     "draw each bucket's MEAN as the bar's height, so a busy span reads at its true level, and "
+     "its MINIMUM as the bar's texture: solid (▁▂▃▄▅▆▇█) where every sample stayed at 50 % or "
+     "more, dotted (⡀⣀⣄⣤⣦⣶⣷⣿) and red where one fell under 50 %, so a dip shorter than a "
+     "bucket is never averaged away, with or without colour. CPU, memory, power, temperature "
+     "and I/O draw the bucket's mean. A blank cell means no sample there; n/a means the source "
+     "does not report the value (never shown as 0). SIMULATED marks a card that is not real "
+     "hardware."),
     ("Main-thread states",
      "One letter per bucket, on the state's colour. A wait that fills a quarter of a bucket wins "
      "over compute, so short waits are not drowned."),
