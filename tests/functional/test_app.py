@@ -413,5 +413,8 @@ async def test_no_color_stays_readable(monkeypatch, session):
         strip = next(line for line in chart_text(app) if line.startswith("main thread"))
         # Without colour the states still read: one letter each.
         assert State("data_wait").glyph in strip and State("backward").glyph in strip
+        # and a card's dips: dotted bars where the minimum fell under 50 %, solid elsewhere
+        util = next(line for line in chart_text(app) if line.startswith("0 SIMULATED"))
+        assert any(c in DOTS for c in util) and any(c in BLOCKS for c in util), util
         svg = app.export_screenshot()
         assert "#d7263d" not in svg  # the data_wait red is gone; the letters remain
