@@ -263,16 +263,16 @@ class SattuiApp(App[int]):
         self.redraw(True)
 
     def show_span(self, t0: float, t1: float) -> None:
-        """Move the view so ``[t0, t1]`` is in it, a little right of the middle: live, the
-        view pauses there; over a recording, the cursor goes there (and stops)."""
+        """Move the view so ``[t0, t1]`` is in it, a little right of the middle (or at the
+        right edge when that is now): live, the view pauses there, so the span stays in
+        view; over a recording, the cursor goes there (and stops)."""
         end = max(t1 + 1.0, (t0 + t1) / 2 + self.window_s * 0.4)
         if not self.live:
             if self.session.playing:
                 self.session.toggle_play()
             self.session.step(end - float(self.session.now()))
         else:
-            now = float(self.session.now())
-            self.paused_at = None if end >= now else max(0.0, end)
+            self.paused_at = max(0.0, min(end, float(self.session.now())))
         self.redraw(True)
 
     def action_scrub(self, direction: int) -> None:

@@ -211,3 +211,11 @@ async def test_enter_on_a_dip_pauses_a_live_view_there():
         assert app.paused_at is not None and app.paused_at - app.window_s <= target.t0
         assert target.t1 <= app.paused_at < 150.0
         assert "PAUSED" in header_text(app)
+        # a dip still in view pauses the view too, at most at now: it must not slide away
+        await pilot.press("p")  # follow now again
+        await settle(pilot)
+        await pilot.press("home")
+        await pilot.press("enter")
+        await settle(pilot)
+        newest = scr._dips[0]
+        assert app.paused_at == 150.0 and 150.0 - app.window_s <= newest.t0
