@@ -534,6 +534,12 @@ class LedgerBook:
     def close_all(self) -> None:
         self.close_before(10 ** 12)
 
+    def settled(self, from_bin: int | None = None) -> list[tuple[int, JobLedger]]:
+        """The computed bins from ``from_bin`` on, oldest first (what an exporter adds to
+        its counters after each evaluation, sattui/metrics/node.py)."""
+        return sorted(((b, j) for b, j in self._bins.items() if from_bin is None or b >= from_bin),
+                      key=lambda kv: kv[0])
+
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
         lo, hi = math.floor(t0 / BIN_S), math.ceil(t1 / BIN_S)
         return total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)

@@ -7,6 +7,7 @@ HEADLESS = [
     "sattui.cli", "sattui.model", "sattui.timeline", "sattui.recording", "sattui.report", "sattui.recorder",
     "sattui.doctor", "sattui.trainer.procs", "sattui.trainer.stacks", "sattui.trainer.classifier",
     "sattui.trainer.env", "sattui.session", "sattui.vendors.sim", "sattui.demo.launch", "sattui.feed",
+    "sattui.metrics.node", "sattui.metrics.exposition", "sattui.metrics.server", "sattui.metrics.feed",
 ]
 
 
