@@ -118,3 +118,21 @@ def test_a_bad_address_is_one_line(tmp_path, bad):
     p = sattui("record", "--backend", "nvml", "-o", str(tmp_path / "r.jsonl"), "--metrics", bad, "--duration", "1")
     _, err = p.communicate(timeout=60)
     assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "--metrics" in err, err
+
+
+def test_a_real_prometheus_scrapes_the_exporter(tmp_path):
+    from tests.prom import Prometheus
+
+    port = free_port()
+    p = sattui("record", "--backend", "nvml", "--no-stacks", "--metrics", f"127.0.0.1:{port}", "--host", "node-9",
+               "-o", str(tmp_path / "r.jsonl"), "--", *SLEEPER)
+    try:
+        scrape(port)
+        with Prometheus([f"127.0.0.1:{port}"], job="wtc-scrape") as prom:
+            got = prom.wait_for('sattui_card_utilization_ratio{host="node-9"}', n=2)
+            assert {r["metric"]["card"]: float(r["value"][1]) for r in got} == {"0": pytest.approx(0.98),
+                                                                         "1": pytest.approx(0.35)}
+            assert all(r["metric"]["job"] == "wtc-scrape" for r in got)
+            assert prom.query('up{job="wtc-scrape"}')[0]["value"][1] == "1"
+    finally:
+        stop(p)
