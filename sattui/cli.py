@@ -149,9 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--metrics", type=_metrics_address, metavar="HOST:PORT", help=METRICS_HELP)
     rec.add_argument("--host", type=_host_name, metavar="NAME", help=HOST_HELP)
 
-    rep = sub.add_parser("report", help="summarise a recording", description="Summarise a recording.")
-    rep.add_argument("file", metavar="FILE")
+    rep = sub.add_parser("report", help="summarise a recording, or a whole job from Prometheus",
+                         description="Summarise a recording (FILE), or a whole job over a time range from "
+                                     "Prometheus (--prometheus URL; docs/cluster.md).")
+    rep.add_argument("file", metavar="FILE", nargs="?")
     rep.add_argument("--json", action="store_true", help="print sattui.report/1 JSON")
+    rep.add_argument("--prometheus", metavar="URL", help="read the job from this Prometheus server")
+    rep.add_argument("--job", metavar="NAME", help="with --prometheus: the scrape job's name")
+    rep.add_argument("--run", metavar="ID", help="with --prometheus: torchrun's run id (TORCHELASTIC_RUN_ID)")
+    rep.add_argument("--since", metavar="DURATION", help="with --prometheus: the window ending now (default 30m)")
 
     exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
                          description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
@@ -422,6 +428,19 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from sattui import report
 
+    if args.prometheus is not None:
+        if args.file is not None:
+            raise SattuiError("report takes FILE or --prometheus URL, not both")
+        from sattui.cluster import report as cluster_report
+
+        print(cluster_report.cmd(args.prometheus, args.job, args.run, args.since or cluster_report.DEFAULT_SINCE,
+                                 args.json))
+        return 0
+    if args.file is None:
+        raise SattuiError("report needs a recording FILE or --prometheus URL")
+    for flag, v in (("--job", args.job), ("--run", args.run), ("--since", args.since)):
+        if v is not None:
+            raise SattuiError(f"{flag} is for --prometheus URL")
     rep, warnings = report.build_report(args.file)
     for w in warnings:
         _err(f"warning: {w}")

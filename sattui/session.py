@@ -386,6 +386,10 @@ class LiveSession(Session):
                 if self._advisor is None:
                     self._advisor_failed = True  # not installed: never try again
                     return
+            if self.metrics is not None:
+                from sattui.metrics.feed import tell_world_size
+
+                tell_world_size(self.metrics, self._advisor)
             records = advisor_records(self._advisor, self.timeline, t_eval)
         except Exception as e:  # a bug in the advisor must not stop sampling
             self._advisor_failed = True

@@ -45,9 +45,10 @@ class Prometheus:
     """``with Prometheus([targets]) as prom:`` — a server scraping ``targets`` (host:port)
     every second under job ``job``; ``prom.url`` is its address."""
 
-    def __init__(self, targets: list[str], job: str = "sattui", port: int | None = None,
+    def __init__(self, targets: list[str] | dict[str, list[str]], job: str = "sattui", port: int | None = None,
                  scrape_interval: str = "1s") -> None:
-        self.targets = targets
+        # One job's targets, or {job: targets} for several jobs.
+        self.targets = targets if isinstance(targets, dict) else {job: targets}
         self.job = job
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -61,7 +62,8 @@ class Prometheus:
         # JSON is YAML: no YAML library needed to write the config.
         cfg.write_text(json.dumps({
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.scrape_interval},
-            "scrape_configs": [{"job_name": self.job, "static_configs": [{"targets": self.targets}]}]}))
+            "scrape_configs": [{"job_name": j, "static_configs": [{"targets": t}]}
+                               for j, t in self.targets.items()]}))
         self.log = open(self.dir / "prometheus.log", "wb")
         self.proc = subprocess.Popen([require("prometheus"), f"--config.file={cfg}",
                                       f"--storage.tsdb.path={self.dir / 'data'}",

@@ -443,7 +443,9 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
     gpu = sw.gpu_job
     pids = [p for p in sw.trainer_pids if sw.stack(p) is not None or p in sw.procs]
     inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid)) for pid in pids}
-    multi = len(pids) > 1
+    # One rank per node of a multi-node job is still one rank of many: its wait inside
+    # backward() is for the others (WORLD_SIZE of the ranks' environment says so).
+    multi = len(pids) > 1 or _world_size(sw) > 1
     cpus = sw.ctx.cpu_count if sw.ctx.cpu_count_known else None
     out: dict[int, JobLedger] = {}
 
@@ -553,6 +555,13 @@ def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> 
         return {}
     frac = (z - a) / BIN_S
     return dict(states) if frac >= 1.0 else {k: v * frac for k, v in states.items()}
+
+
+def _world_size(w: Window) -> int:
+    try:
+        return int(w.ctx.env.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def _proc_interval(w: Window) -> float:

@@ -16,6 +16,15 @@ from sattui.session import ADVISOR_PERIOD_S, STALE_PROC_S, advisor_lag_s, adviso
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
 
 
+def tell_world_size(node: NodeMetrics, advisor: Any) -> None:
+    """A node running one rank of a multi-node job: the ranks' WORLD_SIZE (read by the
+    exporter through the allow-list) tells the advisor's ledger that waits in backward()
+    are for other ranks, even when this node sees only one."""
+    ctx = getattr(advisor, "ctx", None)
+    if ctx is not None and node.world_size and "WORLD_SIZE" not in ctx.env:
+        ctx.env["WORLD_SIZE"] = str(node.world_size)
+
+
 def push_ledger(node: NodeMetrics, advisor: Any) -> None:
     """The ledger bins settled since the last call into the node's counters."""
     book = getattr(advisor, "book", None)
@@ -53,6 +62,7 @@ class AdvisedMetrics:
         if t_eval <= 0:
             return
         try:
+            tell_world_size(self.node, self.advisor)
             self.node.set_findings(advisor_records(self.advisor, self.timeline, t_eval))
             push_ledger(self.node, self.advisor)
         except Exception as e:  # a bug in the advisor must not stop the recording

@@ -98,6 +98,9 @@ class NodeMetrics:
         self._findings: list[dict[str, Any]] = []
         self._ledger_done: int | None = None
         self._main_env: dict[str, str] = {}
+        # The job's WORLD_SIZE from its ranks' environment (None: not seen): the advisor's
+        # ledger needs it when this node runs one rank of many (sattui/metrics/feed.py).
+        self.world_size: int | None = None
 
     # -- feeding (the sampling thread)
 
@@ -249,6 +252,11 @@ class NodeMetrics:
             except ValueError:
                 rank = None
         local = env.get("LOCAL_RANK", "") if rank is not None else ""
+        try:
+            self.world_size = max(self.world_size or 0, int(env["WORLD_SIZE"])) if "WORLD_SIZE" in env else \
+                self.world_size
+        except ValueError:
+            pass
         labels = RankLabels("" if rank is None else str(rank), local, run_id)
         self._pid_labels[pid] = labels
         old = self._ranks.get(got) if got is not None and got != labels else None

@@ -8,6 +8,7 @@ HEADLESS = [
     "sattui.doctor", "sattui.trainer.procs", "sattui.trainer.stacks", "sattui.trainer.classifier",
     "sattui.trainer.env", "sattui.session", "sattui.vendors.sim", "sattui.demo.launch", "sattui.feed",
     "sattui.metrics.node", "sattui.metrics.exposition", "sattui.metrics.server", "sattui.metrics.feed",
+    "sattui.cluster.prom", "sattui.cluster.source", "sattui.cluster.judge", "sattui.cluster.report",
 ]
 
 

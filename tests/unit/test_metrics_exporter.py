@@ -196,3 +196,18 @@ def test_bad_metrics_address(text):
     with pytest.raises(ValueError):
         parse_address(text)
 
+
+
+def test_one_rank_of_a_multi_node_job_waits_for_the_others_in_backward():
+    # The node sees one rank; its WORLD_SIZE says the job has more, so its backward() with
+    # the main thread's own CPU idle is a wait for another rank (the cluster report sums it).
+    def one_rank():
+        return TL().main(cpu=0.0).proc(501, "rank", 0.05, state="S", rank=0, cpu_main=0.04).stacks(
+            {"backward": 0.9, "forward": 0.1}, pid=501)
+
+    alone = ledger.build(one_rank().window(ctx()))
+    assert "straggler" not in alone.cause_shares()
+    c = ctx()
+    c.env["WORLD_SIZE"] = "2"
+    of_two = ledger.build(one_rank().window(c)).cause_shares()
+    assert of_two["straggler"] == pytest.approx(0.9 * 0.96, abs=0.03)
