@@ -65,6 +65,26 @@ def _pid(text: str) -> int:
     return v
 
 
+def _metrics_address(text: str) -> tuple[str, int]:
+    from sattui.metrics.server import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _host_name(text: str) -> str:
+    # The `host` label of every series: one printable line, as a host name is.
+    if not text or len(text) > 253 or any(c.isspace() or not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(f"not a host name: {text!r}")
+    return text
+
+
+METRICS_HELP = "serve Prometheus metrics on HOST:PORT (docs/cluster.md); no listener without it"
+HOST_HELP = "the `host` label of the metrics (default: this machine's host name)"
+
+
 def _backend_name(text: str) -> str:
     # argparse runs this on the default too: "auto" must not import every backend.
     if text not in (AUTO, NONE) and text not in backend_names():
@@ -116,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with -- CMD: where CMD's output goes (default: a new private directory in the temp "
                           "directory)")
     mon.add_argument(FORCE_FLAG, dest="mon_force", action="store_true", help=FORCE_HELP)
+    mon.add_argument("--metrics", dest="mon_metrics", type=_metrics_address, metavar="HOST:PORT", help=METRICS_HELP)
+    mon.add_argument("--host", dest="mon_host", type=_host_name, metavar="NAME", help=HOST_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rec = sub.add_parser("record", help="record a trainer and the cards headless to a JSONL file",
@@ -136,10 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="card backend: {backends} (default auto)")
     rec.add_argument("--card-interval", type=_positive_float, default=None, metavar="S",
                      help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
+    rec.add_argument("--metrics", type=_metrics_address, metavar="HOST:PORT", help=METRICS_HELP)
+    rec.add_argument("--host", type=_host_name, metavar="NAME", help=HOST_HELP)
 
-    rep = sub.add_parser("report", help="summarise a recording", description="Summarise a recording.")
-    rep.add_argument("file", metavar="FILE")
+    rep = sub.add_parser("report", help="summarise a recording, or a whole job from Prometheus",
+                         description="Summarise a recording (FILE), or a whole job over a time range from "
+                                     "Prometheus (--prometheus URL; docs/cluster.md).")
+    rep.add_argument("file", metavar="FILE", nargs="?")
     rep.add_argument("--json", action="store_true", help="print sattui.report/1 JSON")
+    rep.add_argument("--prometheus", metavar="URL", help="read the job from this Prometheus server")
+    rep.add_argument("--job", metavar="NAME", help="with --prometheus: the scrape job's name")
+    rep.add_argument("--run", metavar="ID", help="with --prometheus: torchrun's run id (TORCHELASTIC_RUN_ID)")
+    rep.add_argument("--since", metavar="DURATION", help="with --prometheus: the window ending now (default 30m)")
 
     exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
                          description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
@@ -212,8 +242,7 @@ def _err(msg: str) -> None:
 
 
 def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
-    from sattui.recorder import Recorder, RecordOptions
-    from sattui.trainer.procs import resolve_pid
+    from sattui.recorder import RecordOptions
     from sattui.trainer.stacks import DEFAULT_RATE_HZ
 
     if args.pid is not None and command:
@@ -226,6 +255,34 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     if args.card_interval:
         opts.card_interval_s = args.card_interval
     check_output(args.output, args.force)
+    server = _start_metrics(args.metrics, args.host)
+    if server is not None:
+        opts.metrics = server.node
+    try:
+        return _record(args, command, opts)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _start_metrics(address: tuple[str, int] | None, host: str | None) -> Any:
+    """The exporter, bound before anything starts (a port in use is said at once); None
+    without --metrics."""
+    if address is None:
+        return None
+    from sattui.metrics.node import NodeMetrics
+    from sattui.metrics.server import MetricsServer
+
+    server = MetricsServer(address, NodeMetrics(host))
+    server.start()
+    _err(f"serving metrics on http://{server.where}/metrics")
+    return server
+
+
+def _record(args: argparse.Namespace, command: list[str] | None, opts: Any) -> int:
+    from sattui.recorder import Recorder
+    from sattui.trainer.procs import resolve_pid
+
     child = None
     if command:
         try:
@@ -281,16 +338,22 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
         # link can be planted at it. It is kept: the user reads the log afterwards.
         log_dir = tempfile.mkdtemp(prefix="sattui-trainer-")
         log = os.path.join(log_dir, "trainer.log")
+    server = None
     try:
+        server = _start_metrics(args.mon_metrics, args.mon_host)
         session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
                               interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
-                              trainer_log=log if command else None, force=args.mon_force)
+                              trainer_log=log if command else None, force=args.mon_force,
+                              metrics=server.node if server is not None else None)
         code = _live(session)
     except SattuiError:
         # The command could not start (or nothing did): an empty default log says nothing.
         if log_dir is not None and log is not None and not (os.path.exists(log) and os.path.getsize(log)):
             shutil.rmtree(log_dir, ignore_errors=True)
         raise
+    finally:
+        if server is not None:
+            server.stop()
     if command:
         _err(f"trainer output: {log}")
     return code
@@ -379,6 +442,19 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from sattui import report
 
+    if args.prometheus is not None:
+        if args.file is not None:
+            raise SattuiError("report takes FILE or --prometheus URL, not both")
+        from sattui.cluster import report as cluster_report
+
+        print(cluster_report.cmd(args.prometheus, args.job, args.run, args.since or cluster_report.DEFAULT_SINCE,
+                                 args.json))
+        return 0
+    if args.file is None:
+        raise SattuiError("report needs a recording FILE or --prometheus URL")
+    for flag, v in (("--job", args.job), ("--run", args.run), ("--since", args.since)):
+        if v is not None:
+            raise SattuiError(f"{flag} is for --prometheus URL")
     rep, warnings = report.build_report(args.file)
     for w in warnings:
         _err(f"warning: {w}")

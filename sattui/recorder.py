@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sattui.cards import DEFAULT_CARD_INTERVAL_S
 from sattui.engine import DEFAULT_INTERVAL_S, Engine
@@ -23,6 +24,8 @@ class RecordOptions:
     backend: str = "auto"
     card_interval_s: float = DEFAULT_CARD_INTERVAL_S
     force: bool = False  # replace an existing out_path (--force)
+    # --metrics: a sattui.metrics.node.NodeMetrics to feed (its server runs elsewhere).
+    metrics: Any = None
 
 
 @dataclass
@@ -65,11 +68,20 @@ class Recorder:
             engine.close_backend()
             raise
         engine.add_sink(writer.write_many)
+        on_tick = None
+        if self.opts.metrics is not None:
+            from sattui.metrics.feed import AdvisedMetrics
+
+            self.opts.metrics.set_header(header)
+            engine.add_sink(self.opts.metrics.sink)
+            advised = AdvisedMetrics(self.opts.metrics, header, self.clock)
+            engine.add_sink(advised.sink)
+            on_tick = advised.on_tick
         ended_by = "signal"
         exit_code: int | None = None
         try:
             engine.start()
-            ended_by = engine.run(self.opts.duration_s)
+            ended_by = engine.run(self.opts.duration_s, on_tick=on_tick)
         finally:
             try:
                 try:

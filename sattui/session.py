@@ -161,7 +161,7 @@ class LiveSession(Session):
                  interval_s: float = 1.0, rate_hz: float | None = None, record_path: str | None = None,
                  on_update: Callable[[], None] | None = None, *, trainer_log: str | None = None,
                  stacks: bool = True, card_interval_s: float | None = None,
-                 history_s: float = DEFAULT_HISTORY_S, force: bool = False) -> None:
+                 history_s: float = DEFAULT_HISTORY_S, force: bool = False, metrics: Any = None) -> None:
         from sattui.cards import DEFAULT_CARD_INTERVAL_S
         from sattui.engine import Engine
         from sattui.trainer.procs import resolve_pid
@@ -191,6 +191,8 @@ class LiveSession(Session):
         self.on_update = on_update
         # Where a started command's output goes: a full screen must not be written over.
         self.trainer_log = trainer_log
+        # --metrics: a sattui.metrics.node.NodeMetrics fed from this session's records and ledger.
+        self.metrics = metrics
         self.engine = Engine(pid, interval_s=interval_s, rate_hz=self.rate_hz, stacks=stacks, backend=backend,
                              card_interval_s=card_interval_s or DEFAULT_CARD_INTERVAL_S)
         self.child: subprocess.Popen[bytes] | None = None
@@ -316,6 +318,9 @@ class LiveSession(Session):
             self.writer = RecordingWriter(self.record_path, header, force=self.force)
             eng.add_sink(self.writer.write_many)
         eng.add_sink(self._to_feed)
+        if self.metrics is not None:
+            self.metrics.set_header(header)
+            eng.add_sink(self.metrics.sink)
         return True
 
     def _main(self) -> None:
@@ -382,6 +387,10 @@ class LiveSession(Session):
                 if self._advisor is None:
                     self._advisor_failed = True  # not installed: never try again
                     return
+            if self.metrics is not None:
+                from sattui.metrics.feed import tell_world_size
+
+                tell_world_size(self.metrics, self._advisor)
             records = advisor_records(self._advisor, self.timeline, t_eval)
         except Exception as e:  # a bug in the advisor must not stop sampling
             self._advisor_failed = True
@@ -389,6 +398,10 @@ class LiveSession(Session):
             return
         if records:
             self.engine.emit(records)
+        if self.metrics is not None:
+            from sattui.metrics.feed import push_ledger
+
+            push_ledger(self.metrics, self._advisor)
 
     def _notify(self) -> None:
         cb = self.on_update

@@ -527,7 +527,9 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
     gpu = sw.gpu_job
     pids = [p for p in sw.trainer_pids if p in sw.procs or sw.timeline.series("stack", p) is not None]
     inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid), lo, hi) for pid in pids}
-    multi = len(pids) > 1
+    # One rank per node of a multi-node job is still one rank of many: its wait inside
+    # backward() is for the others (WORLD_SIZE of the ranks' environment says so).
+    multi = len(pids) > 1 or _world_size(sw) > 1
     cpus = sw.ctx.cpu_count if sw.ctx.cpu_count_known else None
     out: dict[int, JobLedger] = {}
 
@@ -636,6 +638,12 @@ class LedgerBook:
     def close_all(self) -> None:
         self.close_before(10 ** 12)
 
+    def settled(self, from_bin: int | None = None) -> list[tuple[int, JobLedger]]:
+        """The computed bins from ``from_bin`` on, oldest first (what an exporter adds to
+        its counters after each evaluation, sattui/metrics/node.py)."""
+        return sorted(((b, j) for b, j in self._bins.items() if from_bin is None or b >= from_bin),
+                      key=lambda kv: kv[0])
+
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
         """The ledger over ``[t0, t1)``. The object returned is the book's running sum:
         read it before the next call. Only whole bins before ``t1`` count (the book
@@ -674,6 +682,13 @@ def _clock_ratio(h: Any) -> float | None:
     if cur is None or not top:
         return None
     return min(1.0, cur / top)
+
+
+def _world_size(w: Window) -> int:
+    try:
+        return int(w.ctx.env.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def _proc_interval(w: Window) -> float:

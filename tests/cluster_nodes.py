@@ -1,0 +1,114 @@
+"""Nodes for cluster tests: sattui's real exporter (NodeMetrics + MetricsServer) fed once
+a second with the records and ledger bins a node's sattui would produce for a scripted
+job, so a real Prometheus scrapes what the cross-node judgments must read. The two-node
+test with real trainers is tests/e2e/test_cluster_live.py; this one fixes the figures."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
+from sattui.metrics.node import NodeMetrics
+from sattui.metrics.server import MetricsServer
+
+
+@dataclass
+class RankScript:
+    rank: int
+    states: dict[str, float]             # seconds per second of wall time
+    causes: dict[str, float] = field(default_factory=dict)
+    workers: int = 2
+    worker_cpu: float = 0.5
+
+
+@dataclass
+class CardScript:
+    card: int
+    util: float                          # percent
+    idle_state: str = "data_wait"
+    idle_cause: str = "worker_busy"
+
+
+class ScriptedNode:
+    """One host's sattui exporter, ticking once a second in a thread."""
+
+    def __init__(self, host: str, ranks: list[RankScript], cards: list[CardScript] | None = None,
+                 run_id: str = "run-1") -> None:
+        self.host = host
+        self.ranks = ranks
+        self.cards = cards or []
+        envs = {1000 + r.rank: {"RANK": str(r.rank), "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": run_id,
+                                "WORLD_SIZE": "2"} for r in ranks}
+        self.node = NodeMetrics(host, read_env=lambda pid: envs.get(pid, {}))
+        self.node.set_header({"backend": "nvml" if self.cards else None, "env": {},
+                              "cards": [{"card": c.card, "vendor": "nvidia", "name": "NVIDIA H200",
+                                         "uuid": f"GPU-{host}-{c.card}", "mem_total": 150 << 30} for c in self.cards]})
+        self.server = MetricsServer(("127.0.0.1", 0), self.node)
+        self.t = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.server.port}"
+
+    def tick(self) -> None:
+        self.t += 1
+        t = float(self.t)
+        recs: list[dict] = []
+        for r in self.ranks:
+            recs.append({"kind": "proc", "t": t, "pid": 1000 + r.rank, "role": "rank", "rank": r.rank, "cpu": 0.5})
+            for w in range(r.workers):
+                recs.append({"kind": "proc", "t": t, "pid": 5000 + 10 * r.rank + w, "role": "worker",
+                             "rank": r.rank, "cpu": r.worker_cpu})
+        for c in self.cards:
+            recs.append({"kind": "card", "t": t, "card": c.card, "util": c.util, "mem_used": 10 << 30,
+                         "power_w": 300.0})
+        self.node.sink(recs)
+        job = JobLedger(gpu_job=bool(self.cards))
+        for r in self.ranks:
+            job.ranks[1000 + r.rank] = RankLedger(1000 + r.rank, r.rank, sum(r.states.values()), dict(r.states),
+                                                  dict(r.causes))
+        for c in self.cards:
+            idle = 1.0 - c.util / 100.0
+            job.cards[c.card] = CardLedger(c.card, None, None, 1.0, idle, {c.idle_state: idle}, {c.idle_cause: idle})
+        self.node.add_ledger([(self.t, job)])
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.tick()
+
+    def __enter__(self) -> ScriptedNode:
+        self.tick()
+        self.server.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.server.stop()
+
+
+def straggler_job() -> list[ScriptedNode]:
+    """DESIGN.md "Beyond one node": rank 0 in backward 90 % (waiting for rank 1 there),
+    rank 1 asleep 71 %, in backward 19 %."""
+    return [ScriptedNode("n0", [RankScript(0, {"backward": 0.9, "forward": 0.1}, {"straggler": 0.86})]),
+            ScriptedNode("n1", [RankScript(1, {"idle": 0.71, "backward": 0.19, "forward": 0.1}, {"idle": 0.71})])]
+
+
+def input_job() -> list[ScriptedNode]:
+    """Host b0's workers cannot keep up (its rank waits for data 40 %, its cards idle);
+    host b1 is fine."""
+    return [ScriptedNode("b0", [RankScript(0, {"data_wait": 0.4, "forward": 0.3, "backward": 0.3},
+                                           {"worker_busy": 0.4}, worker_cpu=0.98)],
+                         [CardScript(0, 55.0)], run_id="run-b"),
+            ScriptedNode("b1", [RankScript(1, {"forward": 0.5, "backward": 0.45, "optimizer": 0.05})],
+                         [CardScript(0, 95.0, idle_state="forward", idle_cause="host_overhead_bound")],
+                         run_id="run-b")]
+
+
+def all_nodes(*jobs: Callable[[], list[ScriptedNode]]) -> list[ScriptedNode]:
+    return [n for j in jobs for n in j()]
