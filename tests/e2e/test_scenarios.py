@@ -100,9 +100,21 @@ def describe(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def check_advice(rep: dict, exp: Expect) -> None:
+def cpu_wait_seen(rec: Path) -> float:
+    """The kernel's word on CPU contention in a recording: the mean run-queue wait
+    (``run_delay``, from /proc/PID/schedstat) of the trainer's processes' ticks."""
+    waits = [r["run_delay"] for r in read_lines(rec) if r.get("kind") == "proc"
+             and r.get("role") in ("main", "rank", "worker") and r.get("run_delay") is not None]
+    return sum(waits) / len(waits) if waits else 0.0
+
+
+def check_advice(rep: dict, exp: Expect, cpu_wait: float = 0.0) -> None:
+    """The headline, the required findings, and no forbidden one at medium or above.
+    ``cpu_wait``: the recording's own run-queue wait (cpu_wait_seen); a box this busy
+    (2 shared cores: the trainer, its workers, py-spy, sattui and CI's neighbours) makes
+    ``cpu_contention`` true, so it may stand at medium, never above its measure."""
     assert "verdict" in rep and "findings" in rep, "report has no advisor output yet"
-    why = describe(rep)
+    why = describe(rep) + f"\n  run-queue wait of the trainer's processes: {cpu_wait:.3f}"
     v = rep["verdict"]
     assert v["rule"] == exp.headline, why
     if exp.rank is not None:
@@ -112,7 +124,11 @@ def check_advice(rep: dict, exp: Expect) -> None:
         got[f["rule"]] = max(got.get(f["rule"], -1), SEV_RANK[f["severity"]])
     for rule, sev in exp.required.items():
         assert got.get(rule, -1) >= SEV_RANK[sev], f"{rule} missing at >= {sev}\n{why}"
-    bad = [r for r in exp.forbidden if got.get(r, -1) >= SEV_RANK["medium"]]
+    contention = finding(rep, "cpu_contention")
+    excused = {"cpu_contention"} if (contention is not None and cpu_wait >= 0.05
+                                     and contention["impact"] <= cpu_wait + SHARE_TOL
+                                     and contention["severity"] != "high") else set()
+    bad = [r for r in exp.forbidden if got.get(r, -1) >= SEV_RANK["medium"] and r not in excused]
     assert not bad, f"forbidden at >= medium: {bad}\n{why}"
 
 
@@ -238,7 +254,7 @@ def test_loader_scenarios(sc: LoaderScenario, tmp_path):
     assert abs(seen_judged - true_judged) <= SHARE_TOL, (main, true_judged)
     # py-spy sampled the trainer's main process only, never a worker
     assert set(window) == {rep["trainer"]["pid"]}, window
-    check_advice(rep, sc.expect)
+    check_advice(rep, sc.expect, cpu_wait_seen(out))
 
 
 # --------------------------------------------------------------------------- S10
@@ -281,7 +297,8 @@ def test_S10_periodic_checkpoint(tmp_path):
     assert abs(rep["trainer"]["states"].get("data_wait", 0.0) - true_wait) <= SHARE_TOL, (rep["trainer"], true_wait)
     # The sampler names torch.save; the fsync after it is a C call in the user's frame.
     assert abs(seen_ckpt - true_save) <= SHARE_TOL
-    check_advice(rep, Expect("periodic_stall", {"periodic_stall": "medium"}, ("input_bound", "cpu_contention")))
+    check_advice(rep, Expect("periodic_stall", {"periodic_stall": "medium"}, ("input_bound", "cpu_contention")),
+                 cpu_wait_seen(out))
     ev = f["evidence"]
     assert ev["phase"] == "checkpoint", ev
     # the ledger's share is of the whole run after the warm-up: the trainer's own torch.save
