@@ -76,6 +76,8 @@ class SattuiApp(App[int]):
         Binding("right", "scrub(1)", "forward in time", key_display="→", show=False, priority=True,
                 tooltip="move the view back / forward in time (live: pauses; replay: the cursor)"),
         Binding("space", "play", "play", key_display="␣", tooltip="replay: play / pause"),
+        Binding("r", "pick_rank", "rank",
+                tooltip="pick a rank for the stacks and workers screens (r again: the next; all ranks first)"),
     ]
 
     def __init__(self, session: Session, *, redraw_hz: float = DEFAULT_REDRAW_HZ,
@@ -87,6 +89,8 @@ class SattuiApp(App[int]):
         self.show_clock = show_clock
         self.start_session = start_session
         self.paused_at: float | None = None  # live: the frozen end of the view
+        self.rank_pid: int | None = None  # the rank picked (its pid); None: all ranks
+        self._ranks: list[tuple[int, int | None]] = []
         self.cache = BinCache()
         self._dirty = True
         self._last_sig: Any = None
@@ -152,16 +156,18 @@ class SattuiApp(App[int]):
             return
         t_end = self.view_end()
         # New live samples set _dirty (SessionUpdated); a replay's data never changes.
-        sig = (id(screen), round(t_end, 1), self.window_s, self.paused_at, self.view_state(), self.size)
+        sig = (id(screen), round(t_end, 1), self.window_s, self.paused_at, self.view_state(), self.size,
+               self.rank_pid)
         if not force and not self._dirty and sig == self._last_sig:
             return
         self._dirty = False
         self._last_sig = sig
-        data = ViewData(self.session, t_end, self.window_s, self.cache)
+        data = ViewData(self.session, t_end, self.window_s, self.cache, rank_pid=self.rank_pid)
         # The sampler thread appends under this lock; reading a window without it could
         # meet a half-appended ring. A redraw reads and bins in a few ms.
         try:
             with self._locked():
+                self._note_ranks(data)
                 screen.refresh_view(data, self.view_state())
         except NoMatches:
             # A resize can land between a screen's push and its compose: draw next tick.
@@ -171,6 +177,12 @@ class SattuiApp(App[int]):
 
     def _locked(self) -> threading.RLock:
         return self.session.lock
+
+    def _note_ranks(self, data: ViewData) -> None:
+        ranks = data.ranks
+        if (len(ranks) > 1) != (len(self._ranks) > 1):
+            self.refresh_bindings()  # the rank key shows in the footer only where there are ranks
+        self._ranks = ranks
 
     # -- actions --------------------------------------------------------------------------
 
@@ -238,6 +250,31 @@ class SattuiApp(App[int]):
             self._last_tick = time.monotonic()
             self.redraw(True)
 
+    def action_pick_rank(self) -> None:
+        if len(self._ranks) <= 1:
+            self.notify("one trainer process: no rank to pick", timeout=2)
+            return
+        order = [None, *(pid for pid, _ in self._ranks)]
+        i = order.index(self.rank_pid) if self.rank_pid in order else 0
+        self.rank_pid = order[(i + 1) % len(order)]
+        rank = dict(self._ranks).get(self.rank_pid) if self.rank_pid is not None else None
+        self.notify("all ranks" if self.rank_pid is None else
+                    f"rank {rank}" if rank is not None else f"pid {self.rank_pid}", timeout=1.5)
+        self.redraw(True)
+
+    def show_span(self, t0: float, t1: float) -> None:
+        """Move the view so ``[t0, t1]`` is in it, a little right of the middle (or at the
+        right edge when that is now): live, the view pauses there, so the span stays in
+        view; over a recording, the cursor goes there (and stops)."""
+        end = max(t1 + 1.0, (t0 + t1) / 2 + self.window_s * 0.4)
+        if not self.live:
+            if self.session.playing:
+                self.session.toggle_play()
+            self.session.step(end - float(self.session.now()))
+        else:
+            self.paused_at = max(0.0, min(end, float(self.session.now())))
+        self.redraw(True)
+
     def action_scrub(self, direction: int) -> None:
         step = max(1.0, self.window_s / 12)
         if not self.live:
@@ -251,6 +288,8 @@ class SattuiApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Space only means something over a recording: keep it out of a live footer.
         if action == "play" and self.live:
+            return False
+        if action == "pick_rank" and len(self._ranks) <= 1:
             return False
         # The key of the screen you are on would do nothing: keep it out of the footer.
         here = {"workers": WorkersScreen, "stacks": StacksScreen, "help": HelpScreen}.get(action)
@@ -266,6 +305,9 @@ class SattuiApp(App[int]):
         yield SystemCommand("Pause / follow", "Freeze the view (sampling goes on)", self.action_pause)
         yield SystemCommand("Zoom in", "Shorter time window", lambda: self.action_zoom(-1))
         yield SystemCommand("Zoom out", "Longer time window", lambda: self.action_zoom(1))
+        if len(self._ranks) > 1:
+            yield SystemCommand("Next rank", "Show the next rank on the stacks and workers screens",
+                                self.action_pick_rank)
         yield SystemCommand("Back in time", "Move the view back", lambda: self.action_scrub(-1))
         yield SystemCommand("Forward in time", "Move the view forward", lambda: self.action_scrub(1))
         if not self.live:

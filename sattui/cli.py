@@ -15,13 +15,16 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.safefile import FORCE_FLAG, check_output
 from sattui.textsafe import clean
 from sattui.vendors.base import AUTO, NONE, backend_names
+
+if TYPE_CHECKING:  # the recorder is imported where a command needs it (start-up cost)
+    from sattui.recorder import Recorder, RecordResult
 
 PROG = "sattui"
 # Error lines quote paths and tools' output: cut, so one line stays one screen line or few.
@@ -31,6 +34,15 @@ FORCE_HELP = "replace an existing output file (never a symbolic link; see docs/s
 # (README: commands appear in --help when they work); they run either way.
 SHOW_MONITOR_IN_HELP = True
 MONITOR_COMMANDS = ("replay", "demo")
+
+
+# `sattui` alone on a machine without an accelerator: where to go from here, not the
+# list of every backend that found nothing (`sattui doctor` gives that).
+NOTHING_TO_WATCH = f"""{PROG}: no accelerator found here, and no trainer to watch.
+  watch a training job:  {PROG} --pid PID   (or: {PROG} -- python train.py)
+  see it work:           {PROG} demo        (a bundled trainer, SIMULATED card)
+  why no accelerator:    {PROG} doctor
+"""
 
 
 def _positive_float(text: str) -> float:
@@ -175,7 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--force", action="store_true", help="replace OUT.json if it exists")
 
     doc = sub.add_parser("doctor", help="what works on this machine, and why not",
-                         description="Check permissions and tools sattui needs.")
+                         description="Check permissions and tools sattui needs, and what containers and hosts "
+                                     "get wrong for a training job (with --pid: for that trainer).")
+    doc.add_argument("--pid", type=_pid, metavar="PID",
+                     help="check for this trainer: its PID namespace, ptrace access, /dev/shm, NVIDIA devices, "
+                          "CPU frequency, cgroup CPU limit against its DataLoader workers")
     doc.add_argument("--json", action="store_true")
     return p
 
@@ -203,6 +219,21 @@ def build_monitor_parser(command: str) -> argparse.ArgumentParser:
     p.add_argument(FORCE_FLAG, action="store_true", help=FORCE_HELP)
     return p
 
+
+
+def _run_until_signal(rec: Recorder) -> RecordResult:
+    """Run a recorder with SIGINT/SIGTERM asking it to stop (the file stays readable),
+    the previous handlers put back after."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        rec.request_stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return rec.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 def _split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--" in argv:
@@ -271,16 +302,7 @@ def _record(args: argparse.Namespace, command: list[str] | None, opts: Any) -> i
     else:
         pid = None  # cards only
     rec = Recorder(pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        result = rec.run()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    result = _run_until_signal(rec)
     extra = ""
     if result.trainer_exit_code is not None:
         extra = f", trainer exit code {result.trainer_exit_code}"
@@ -312,10 +334,9 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
             # Cards only: say now, not on an empty screen, that there are none (probes are cheap).
             from sattui.vendors.base import probe_all
 
-            probes = probe_all()
-            if not any(p.available for p in probes):
-                why = "; ".join(f"{p.name}: {p.reason}" for p in probes)
-                raise SattuiError(f"no accelerator found ({why}); give --pid PID or -- CMD to watch a trainer")
+            if not any(p.available for p in probe_all()):
+                print(NOTHING_TO_WATCH, file=sys.stderr, end="", flush=True)
+                return 2
     log = args.mon_trainer_log
     log_dir = None
     if command and log is None:
@@ -414,16 +435,9 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
     except OSError as e:
         raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
     rec = Recorder(child.pid, opts, child=child, log=_err)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        rec.request_stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = rec.run()
+        result = _run_until_signal(rec)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         if child.poll() is None:  # rec.run() failed before it could stop the trainer
             child.kill()
             child.wait()
@@ -480,7 +494,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sattui import doctor
 
-    d = doctor.run_doctor()
+    d = doctor.run_doctor(args.pid)
     print(doctor.format_json(d) if args.json else doctor.format_text(d))
     return 0
 

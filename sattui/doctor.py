@@ -10,39 +10,21 @@ from typing import Any
 import psutil
 
 from sattui import __version__
+from sattui.hostcheck.ptrace import CAP_SYS_PTRACE, effective_caps, ptrace_scope
 from sattui.sampler_status import PTRACE_FIX
 from sattui.textsafe import clean_lines
 from sattui.trainer.stacks import find_py_spy, py_spy_version
 
-CAP_SYS_PTRACE = 19
+__all__ = ["CAP_SYS_PTRACE", "PTRACE_FIX", "effective_caps", "run_doctor", "format_text", "format_json"]
+
 DOCTOR_LINE_MAX = 1000
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def effective_caps() -> int | None:
-    status = _read("/proc/self/status") or ""
-    for line in status.splitlines():
-        if line.startswith("CapEff:"):
-            try:
-                return int(line.split()[1], 16)
-            except (IndexError, ValueError):
-                return None
-    return None
 
 
 def ptrace_check() -> dict[str, Any]:
     """Can py-spy attach here? Decided from yama's scope and our capabilities."""
     caps = effective_caps()
     has_cap = caps is not None and bool(caps & (1 << CAP_SYS_PTRACE))
-    raw_scope = _read("/proc/sys/kernel/yama/ptrace_scope")
-    scope = int(raw_scope) if raw_scope and raw_scope.isdigit() else None
+    scope = ptrace_scope()
     root = os.geteuid() == 0
     if scope == 3:
         ok, reach = False, "none: kernel.yama.ptrace_scope=3 forbids attaching until reboot"
@@ -101,7 +83,10 @@ def backends_check(find_cards: bool = True) -> list[dict[str, Any]]:
     return out
 
 
-def run_doctor() -> dict[str, Any]:
+def run_doctor(pid: int | None = None) -> dict[str, Any]:
+    """Everything doctor knows; with ``pid``, the container and host checks are for that trainer."""
+    from sattui.hostcheck import run_checks
+
     return {
         "format": "sattui.doctor/1",
         "sattui": __version__,
@@ -110,7 +95,12 @@ def run_doctor() -> dict[str, Any]:
         "py_spy": py_spy_check(),
         "psutil": psutil_check(),
         "backends": backends_check(),
+        "pid": pid,
+        "checks": [c.to_json() for c in run_checks(pid)],
     }
+
+
+CHECK_MARKS = {"ok": "ok  ", "warn": "warn", "fail": "NO  ", "info": "--  "}
 
 
 def format_text(d: dict[str, Any]) -> str:
@@ -119,7 +109,11 @@ def format_text(d: dict[str, Any]) -> str:
 
     pt, ps, pu = d["ptrace"], d["py_spy"], d["psutil"]
     lines = [f"sattui {d['sattui']} on Python {d['python']}", ""]
-    lines.append(f"{mark(pt['ok'])} ptrace: can attach to {pt['can_attach_to']}")
+    scope = pt.get("ptrace_scope")
+    yama = "Yama not loaded" if scope is None else f"kernel.yama.ptrace_scope={scope}"
+    cap = "" if "CAP_SYS_PTRACE" in pt["can_attach_to"] else \
+        ("with CAP_SYS_PTRACE, " if pt.get("cap_sys_ptrace") else "without CAP_SYS_PTRACE, ")
+    lines.append(f"{mark(pt['ok'])} ptrace: can attach to {pt['can_attach_to']}; {cap}{yama}")
     if pt["fix"]:
         lines.append(f"      fix: {pt['fix']}")
     if ps["ok"]:
@@ -128,6 +122,15 @@ def format_text(d: dict[str, Any]) -> str:
         lines.append(f"{mark(False)} py-spy: {ps['why']}")
     lines.append(f"{mark(pu['ok'])} psutil {pu['version']} (per-process I/O counters: "
                  f"{'readable' if pu['io_counters'] else 'not readable'})")
+    if d.get("checks"):
+        # Before the backends: readers of the text take every row after their heading as a backend.
+        pid = d.get("pid")
+        lines += ["", "containers and host" + (f", for the trainer pid {pid}" if pid is not None else
+                                               " (`--pid PID`: for that trainer)")]
+        for c in d["checks"]:
+            lines.append(f"{CHECK_MARKS.get(c['status'], '?   ')} {c['summary']}")
+            if c.get("fix"):
+                lines.append(f"      fix: {c['fix']}")
     lines += ["", "card backends (--backend auto tries them in this order)"]
     for b in d.get("backends", []):
         ver = f" {b['version']}" if b.get("version") else ""

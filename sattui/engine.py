@@ -30,13 +30,15 @@ from sattui.cards import DEFAULT_CARD_INTERVAL_S, CardPoller
 from sattui.errors import SattuiError
 from sattui.frames import read_source_line
 from sattui.host import usable_cpus
-from sattui.model import CardInfo, CardSample, Event, StackChunk
+from sattui.host_sampler import HostSampler
+from sattui.model import CardInfo, CardSample, Event, StackChunk, WorkerStack
 from sattui.recording import make_header, stacks_to_record
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.timeline import Clock
 from sattui.trainer.classifier import classify
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
+from sattui.trainer.worker_stacks import WorkerStackSampler
 from sattui.vendors.base import Backend
 
 DEFAULT_INTERVAL_S = 1.0
@@ -91,6 +93,8 @@ class Engine:
         self.skipped: list[str] = []
         self.poller: CardPoller | None = None
         self.samplers: dict[int, StackSampler] = {}
+        self.host: HostSampler | None = None
+        self.worker_sampler: WorkerStackSampler | None = None
         self.trainer_exited = False
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -98,6 +102,7 @@ class Engine:
         self._chunks: queue.Queue[StackChunk] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
         self._card_samples: queue.Queue[list[CardSample]] = queue.Queue()
+        self._worker_stacks: queue.Queue[WorkerStack] = queue.Queue()
         self._pending: list[dict[str, Any]] = []
         self._shut = False
 
@@ -110,6 +115,7 @@ class Engine:
         if self.tree is not None:
             self.pid = self.tree.pid
         self.info = self.tree.info() if self.tree is not None else {}
+        self.host = HostSampler(self.tree.pid, self.clock) if self.tree is not None else None
         backend, cards, skipped = open_backend(self.backend_name, self.clock)
         if self.tree is None and backend is None:
             why = "; ".join(skipped) if skipped else "no backend chosen"
@@ -155,6 +161,10 @@ class Engine:
             self.poller.start()
         if self.tree is not None:
             self._start_samplers()
+            if self.stacks:
+                self.worker_sampler = WorkerStackSampler(self.clock, self._worker_stacks.put, self._events.put)
+                if not self.worker_sampler.start():
+                    self.worker_sampler = None  # no py-spy: the trainer's sampler says so
 
     # -- the loop
 
@@ -185,6 +195,10 @@ class Engine:
                 if e.type == "trainer_found":
                     self.log(e.message)
             out.extend(p.to_record() for p in procs)
+            if self.host is not None:
+                out.append(self.host.sample().to_record())
+            if self.worker_sampler is not None:
+                self.worker_sampler.set_workers(p.pid for p in procs if p.role == "worker")
             self._start_samplers()
         self._drain(out)
         if tree is not None and not self.trainer_exited and (
@@ -232,6 +246,8 @@ class Engine:
         self._shut = True
         for s in self.samplers.values():
             s.stop()
+        if self.worker_sampler is not None:
+            self.worker_sampler.stop()
         if self.poller is not None:
             self.poller.stop()
         self.close_backend()
@@ -267,6 +283,11 @@ class Engine:
                 break
             classify_chunk(chunk, cuda=getattr(self, "_on_accelerator", False))
             out.append(stacks_to_record(chunk))
+        while True:
+            try:
+                out.append(self._worker_stacks.get_nowait().to_record())
+            except queue.Empty:
+                break
         if out:
             out.sort(key=lambda r: r["t"])
             self.emit(out)

@@ -10,7 +10,11 @@ kind                      key                                item
 ``stack``                 pid of the sampled process         ``StackSample`` (main thread only)
 ``event``                 ``0``                              ``Event``
 ``finding``               ``0``                              ``Finding``
+``host``                  ``0``                              ``HostSample``
+``worker_stack``          pid of the DataLoader worker       ``WorkerStack``
 ========================  =================================  ===================
+
+Records of a kind not listed here are left out (the reader has warned about them).
 
 Only main-thread stack samples go to the Timeline: they carry the trainer's state and
 are what the strips and rules read; other threads stay in the recording.
@@ -22,12 +26,13 @@ from dataclasses import fields
 from typing import Any
 
 from sattui.findings import Finding
-from sattui.model import CardSample, Event, ProcSample
+from sattui.model import CardSample, Event, Frame, HostSample, ProcSample, WorkerStack
 from sattui.recording import samples_from_record
 from sattui.timeline import Timeline
 
 _CARD_FIELDS = tuple(f.name for f in fields(CardSample))
 _PROC_FIELDS = tuple(f.name for f in fields(ProcSample))
+_HOST_FIELDS = tuple(f.name for f in fields(HostSample))
 _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
@@ -40,6 +45,16 @@ def card_from_record(rec: dict[str, Any]) -> CardSample:
 def proc_from_record(rec: dict[str, Any]) -> ProcSample:
     fields_: dict[str, Any] = {k: rec.get(k) for k in _PROC_FIELDS}
     return ProcSample(**fields_)
+
+
+def host_from_record(rec: dict[str, Any]) -> HostSample:
+    fields_: dict[str, Any] = {k: rec.get(k) for k in _HOST_FIELDS}
+    return HostSample(**fields_)
+
+
+def worker_stack_from_record(rec: dict[str, Any]) -> WorkerStack:
+    return WorkerStack(t=float(rec["t"]), pid=int(rec["pid"]), state=str(rec["state"]),
+                       frames=tuple(Frame(n, fn, ln) for n, fn, ln in rec["frames"]), active=rec.get("active"))
 
 
 def event_from_record(rec: dict[str, Any]) -> Event:
@@ -68,6 +83,11 @@ class Feed:
             self.add_event(event_from_record(rec))
         elif kind == "finding":
             self.timeline.add("finding", 0, float(rec["t"]), Finding.from_record(rec))
+        elif kind == "host":
+            self.timeline.add("host", 0, float(rec["t"]), host_from_record(rec))
+        elif kind == "worker_stack":
+            ws = worker_stack_from_record(rec)
+            self.timeline.add("worker_stack", ws.pid, ws.t, ws)
 
     def add_card(self, s: CardSample) -> None:
         self.timeline.add("card", s.card, s.t, s)

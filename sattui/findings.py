@@ -18,7 +18,7 @@ from typing import Any
 
 
 class Severity(str, Enum):
-    """How much a finding matters, lowest first (CONTRACT.md: ``high``, ``medium``,
+    """How much a finding matters, lowest first (the report's ``high``, ``medium``,
     ``low``, ``info``). A ``str``, so records and JSON keep the plain names."""
 
     INFO = "info"
@@ -145,9 +145,15 @@ def evidence_value(key: str, v: Any, limit: int = MAX_VALUE_CHARS) -> str:
     if isinstance(v, dict):
         # The values of a share-named record ("phase_shares") are shares too.
         inner = (lambda k: key) if _is_share(key) else (lambda k: k)
-        parts = [f"{_words(k)} {evidence_value(inner(k), x, limit)}" if k not in ("site", "name", "rule") else
-                 evidence_value(inner(k), x, limit) for k, x in v.items() if x not in (None, [], {}, "")]
-        return _cut(" ".join(parts), limit)
+        items = [(k, evidence_value(inner(k), x, limit)) for k, x in v.items() if x not in (None, [], {}, "")]
+        if len(items) > 4 and len({t for _, t in items}) < len(items):
+            # Many keys sharing few values (one per rank): each value once, with its keys
+            # ("58% rank 0 1 2 3 4 6 7; 2% rank 5").
+            return "(" + _cut("; ".join(_grouped(items)), limit) + ")"
+        parts = [f"{_words(k)} {t}" if k not in ("site", "name", "rule") else t for k, t in items]
+        # In parentheses, comma-separated: one record among the evidence's other pairs
+        # ("wait shares (rank 0 58%, rank 1 2%), slow rank 1").
+        return "(" + _cut(", ".join(parts), limit) + ")" if parts else ""
     if isinstance(v, (list, tuple)):
         out: list[str] = []
         for i, item in enumerate(v):
@@ -160,6 +166,21 @@ def evidence_value(key: str, v: Any, limit: int = MAX_VALUE_CHARS) -> str:
     if v is None:
         return "n/a"
     return str(v)
+
+
+def _grouped(items: list[tuple[str, str]]) -> list[str]:
+    """``value key key …`` per distinct value, in order of first appearance; keys that
+    share a first word give it once ("rank 0 1 2")."""
+    groups: dict[str, list[str]] = {}
+    for k, t in items:
+        groups.setdefault(t, []).append(_words(k))
+    out = []
+    for t, keys in groups.items():
+        head = keys[0].split(" ", 1)[0]
+        if len(keys) > 1 and all(k.startswith(head + " ") for k in keys):
+            keys = [keys[0], *(k[len(head) + 1:] for k in keys[1:])]
+        out.append(f"{t} {' '.join(keys)}")
+    return out
 
 
 def _cut(s: str, limit: int) -> str:

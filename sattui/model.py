@@ -1,6 +1,6 @@
 """Plain dataclasses for everything sattui samples.
 
-Field names follow the recording contract (``../shared/CONTRACT.md``): units are in
+Field names follow the recording format (docs/format.md): units are in
 the names where the contract puts them there (``power_w``, ``read_Bps``); ``rss`` and
 ``mem_used`` are bytes, ``cpu`` is cores (1.0 = one core busy). ``None`` always means
 "the source did not say", never zero.
@@ -46,12 +46,16 @@ class ProcSample:
     # was runnable but waiting for a CPU (/proc/PID/schedstat run delay, 0–1).
     cpu_main: float | None = None
     run_delay: float | None = None
+    # DataLoader workers only, every ~10 s (None between reads): bytes of memory only this
+    # process maps (smaps_rollup Private_Clean + Private_Dirty); it grows in a worker that
+    # touches the dataset's Python objects (copy-on-read).
+    uss: int | None = None
 
     kind = "proc"
 
     def to_record(self) -> dict[str, Any]:
         rec = {"kind": "proc", **asdict(self)}
-        for k in ("nspid", "cpu_main", "run_delay"):  # optional fields: left out when unknown
+        for k in ("nspid", "cpu_main", "run_delay", "uss"):  # optional fields: left out when unknown
             if rec[k] is None:
                 del rec[k]
         return rec
@@ -86,6 +90,54 @@ class StackChunk:
     rate_hz: float
     samples: list[StackSample]
     errors: int = 0  # samples py-spy itself failed to take (nonblocking reads can tear)
+
+
+@dataclass(slots=True)
+class WorkerStack:
+    """One DataLoader worker's main-thread stack at one moment (a ``py-spy dump``).
+
+    ``state`` is a ``sattui.trainer.worker_states`` state; ``frames`` the innermost frames
+    below the worker loop, innermost first; ``active`` is py-spy's word on whether the
+    thread was on a CPU (its ``R`` state), None where py-spy did not say.
+    """
+
+    t: float
+    pid: int
+    state: str
+    frames: tuple[Frame, ...]
+    active: bool | None = None
+
+    kind = "worker_stack"
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": "worker_stack", "t": round(self.t, 4), "pid": self.pid, "state": self.state,
+                "active": self.active, "frames": [[f.name, f.filename, f.line] for f in self.frames]}
+
+
+@dataclass(slots=True)
+class HostSample:
+    """The trainer's host at one tick: CPU busy, cgroup CPU throttling, CPU clocks.
+
+    Counters are deltas over the interval since the previous tick (None on the first).
+    """
+
+    t: float
+    cpu_busy: float | None = None  # cores busy host-wide (/proc/stat: all but idle, iowait, steal)
+    cpu_steal: float | None = None  # cores a hypervisor gave to someone else
+    cpus: int | None = None  # CPUs /proc/stat counts
+    cg_version: int | None = None  # 1 or 2; None: no cgroup CPU controller found
+    cg_cpu_limit: float | None = None  # cores (quota / period); None: no quota
+    cg_periods: int | None = None
+    cg_throttled_periods: int | None = None
+    cg_throttled_s: float | None = None
+    freq_mhz: float | None = None  # mean current clock over the trainer's CPUs
+    freq_max_mhz: float | None = None
+    governor: str | None = None
+
+    kind = "host"
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": "host", **asdict(self)}
 
 
 @dataclass(slots=True)

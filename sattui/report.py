@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text
 from sattui.frames import frame_label, user_frame
@@ -309,9 +310,10 @@ def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
 
 def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
     """The whole run's ledger into the report: ``trainer.ranks`` (each rank's states and
-    lost time) and ``cards[].idle`` (CONTRACT.md, report additions)."""
+    lost time) and ``cards[].idle`` (README, "the report")."""
     tr = rep.get("trainer")
     if tr is not None:
+        rate = (tr.get("sampler") or {}).get("rate_hz")
         ranks = []
         for r in sorted(ledger.ranks.values(), key=lambda r: (r.rank is None, r.rank, r.pid)):
             if r.wall_s <= 0:
@@ -320,7 +322,8 @@ def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
                           "states": {k: round(v / r.wall_s, 4) for k, v in _ordered(r.states_s)},
                           "lost": {k: round(v / r.wall_s, 4) for k, v in
                                    sorted(r.causes_s.items(), key=lambda kv: -kv[1])},
-                          "sampled_s": round(r.wall_s, 2)})
+                          "sampled_s": round(r.wall_s, 2),
+                          **step_seen.figures(r.steps, r.step_hist, r.wall_s, rate, r.phases_seen)})
         tr["ranks"] = ranks
     for c in rep.get("cards") or []:
         cl = ledger.cards.get(c["card"])
@@ -461,6 +464,13 @@ def format_text(rep: dict[str, Any]) -> str:
         for k, v in sorted(states.items(), key=lambda kv: kv[1], reverse=True):
             bar = "█" * round(v * 30)
             lines.append(f"  {k:<12} {v * 100:5.1f} %  {bar}")
+        for r in tr.get("ranks") or []:
+            who = f"rank {r['rank']}" if r.get("rank") is not None else f"pid {r['pid']}"
+            if r.get("steps_per_s") is not None:
+                lines.append(f"  steps       {who}: {r['steps_per_s']:.2f}/s, step p50 {r['step_s_p50']:.3f} s, "
+                             f"p90 {r['step_s_p90']:.3f} s (seen from outside)")
+            elif r.get("steps_null_reason"):
+                lines.append(f"  steps       {who}: {r['steps_null_reason']}")
         tops = rep.get("top_stacks") or []
         if tops:
             lines += ["", "top stacks (share of main-thread time)"]

@@ -372,6 +372,7 @@ class LiveSession(Session):
             self._next_prune = t + STALE_PROC_S / 10
             with self.lock:
                 self.timeline.drop_stale("proc", t - STALE_PROC_S)
+                self.timeline.drop_stale("worker_stack", t - STALE_PROC_S)
         self._notify()
 
     def _advise(self, t: float) -> None:
@@ -486,7 +487,7 @@ class ReplaySession(Session):
                 per_series[key] = per_series.get(key, 0) + len(r.get("samples") or [])
                 self._stack_times.append(t)
             else:
-                k = {"card": r.get("card"), "proc": r.get("pid")}.get(kind, 0)
+                k = {"card": r.get("card"), "proc": r.get("pid"), "worker_stack": r.get("pid")}.get(kind, 0)
                 per_series[(kind, k)] = per_series.get((kind, k), 0) + 1
         history = max(duration, 1.0)
         # Rates from the recording itself, so every series fits whole in its ring.

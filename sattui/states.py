@@ -2,7 +2,7 @@
 
 Every main-thread stack sample gets one state (the classifier, ``sattui/trainer/classifier.py``,
 says which); the strips draw one letter per bucket on the state's colour, the help screen
-lists them, the report's ``trainer.states`` shares are keyed by them (CONTRACT.md), and the
+lists them, the report's ``trainer.states`` shares are keyed by them (docs/states.md), and the
 stylesheet's ``st-*`` rules are generated from :func:`strip_css` here. A state is a
 ``str`` (``State.DATA_WAIT == "data_wait"``), so recordings and JSON keep plain names.
 
@@ -107,7 +107,7 @@ _LOOK = {
 
 # Samples in these are counted apart and left out of every share.
 EXCLUDED = (State.STARTUP,)
-# The states a share is taken over, in display order (CONTRACT.md ``trainer.states`` keys).
+# The states a share is taken over, in display order (the report's ``trainer.states`` keys).
 COUNTED = tuple(s for s in State if s not in EXCLUDED)
 NAMES = tuple(s.value for s in State)
 COUNTED_NAMES = tuple(s.value for s in COUNTED)

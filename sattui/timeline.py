@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 DEFAULT_HISTORY_S = 3600.0
 # Default rates per series kind (samples per second), used to size the rings.
-DEFAULT_RATES_HZ = {"proc": 1.0, "card": 2.0, "stack": 20.0, "event": 1.0}
+DEFAULT_RATES_HZ = {"proc": 1.0, "card": 2.0, "stack": 20.0, "event": 1.0, "host": 1.0, "worker_stack": 0.2}
 
 
 class Clock:

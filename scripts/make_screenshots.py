@@ -1,5 +1,6 @@
 """Regenerates screenshots/: an SVG and a PNG of every screen, at 80×24 and 160×48
-(and the main screen under NO_COLOR at 80×24).
+(and the main screen under NO_COLOR at 80×24), and the main and stacks screens of an
+8-rank job (``ranks-``; the stacks screen with rank 5 picked).
 
 The screens are drawn over the deterministic fixture recording
 (tests/fixtures/recordings/ui_fixture.jsonl: an input-bound trainer on a SIMULATED
@@ -36,11 +37,16 @@ sys.path.insert(0, str(ROOT))
 from sattui.safefile import write_file  # noqa: E402  (after the path is set)
 
 FIXTURE = ROOT / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
+# An 8-rank torchrun job (hand-made too, tests/fixtures/recordings/make_ranks_fixture.py),
+# drawn at its end: the "ranks-" screens.
+RANKS_FIXTURE = FIXTURE.with_name("ranks_fixture.jsonl")
+RANKS_CURSOR = 75.0
 SIZES = ((80, 24), (160, 48))
 # screen name -> keys pressed from the main screen
 SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"],
-           "main-nocolor": []}
+           "main-nocolor": [], "ranks-main": [], "ranks-stacks": ["r", "r", "r", "r", "r", "r", "s"]}
 PNG_FONT = "DejaVu Sans Mono"
+BRAILLE_FONT = "DejaVu Sans"  # has the Braille patterns DejaVu Sans Mono lacks
 
 
 def replay_session(path: Path, cursor: float):
@@ -91,16 +97,23 @@ def _one_text_per_cell(m: re.Match) -> str:
     pre, x, mid, length, post, body = m.groups()
     chars = html.unescape(body)
     cells = cell_len(chars)
-    if cells <= 1:
+    if cells <= 1 and not any(_braille(ch) for ch in chars):
         return m.group(0)
-    cw = float(length) / cells
+    cw = float(length) / max(1, cells)
     out, col = [], 0
     for ch in chars:
         if ch != " " and ch != "\u00a0":
-            out.append(f'<text {pre}x="{float(x) + col * cw:.2f}" {mid}textLength="{cw * cell_len(ch):.2f}"{post}>'
-                       f'{html.escape(ch)}</text>')
+            # DejaVu Sans Mono has no Braille patterns (the dipped buckets' dots); a
+            # terminal falls back to another font for them, and so does the picture.
+            font = f' style="font-family: {BRAILLE_FONT}"' if _braille(ch) else ""
+            out.append(f'<text {pre}x="{float(x) + col * cw:.2f}" {mid}textLength="{cw * cell_len(ch):.2f}"'
+                       f'{post}{font}>{html.escape(ch)}</text>')
         col += cell_len(ch)
     return "".join(out)
+
+
+def _braille(ch: str) -> bool:
+    return "\u2800" <= ch <= "\u28ff"
 
 
 def for_png(svg: str) -> str:
@@ -143,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if name.endswith("-nocolor") and w != 80:
                 continue  # one monochrome picture is enough to show NO_COLOR reads
-            svg = asyncio.run(shoot(Path(args.recording), args.cursor, (w, h), keys,
+            ranks = name.startswith("ranks-")
+            svg = asyncio.run(shoot(RANKS_FIXTURE if ranks else Path(args.recording),
+                                    RANKS_CURSOR if ranks else args.cursor, (w, h), keys,
                                     no_color=name.endswith("-nocolor")))
             stem = f"{name}_{w}x{h}"
             # Replacing the old pictures is the job; a link there is still never followed.

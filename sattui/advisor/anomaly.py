@@ -23,6 +23,7 @@ import statistics
 
 from sattui.advisor.base import Finding
 from sattui.advisor.window import Window, bisect_t
+from sattui.findings import Severity
 
 NEW_S = 5.0
 SHIFT_S = 15.0
@@ -82,8 +83,8 @@ def util_anomaly(w: Window, relax: float = 1.0) -> list[Finding]:
         med, sigma = _robust(older)
         shift = _level_shift(pts, w.t1, med, sigma, relax)
         if shift is not None:
-            out.append(Finding("util_anomaly", shift[0], shift[1], f"card {c}: {shift[2]}", shift[3], FIX_ANOMALY,
-                               card=c))
+            out.append(Finding("util_anomaly", Severity(shift[0]), shift[1], f"card {c}: {shift[2]}", shift[3],
+                               FIX_ANOMALY, card=c))
             continue
         thr = max(20.0, 4.0 * sigma) * relax
         run = best = 0
@@ -95,7 +96,7 @@ def util_anomaly(w: Window, relax: float = 1.0) -> list[Finding]:
         lead = [u for t, u in pts if w.t1 - SHIFT_S <= t < w.t1 - NEW_S]
         if best >= 2 and (not lead or statistics.median(lead) >= med - thr):
             low = min(new)
-            out.append(Finding("util_anomaly", "info", 0.0,
+            out.append(Finding("util_anomaly", Severity.INFO, 0.0,
                                f"card {c}: utilization dipped to {low:.0f}% against a usual {med:.0f}%",
                                {"kind": "dip", "baseline_median": round(med, 1), "sigma": round(sigma, 1),
                                 "min": round(low, 1), "samples_below": best, "method": "median/MAD (Hampel)"},

@@ -1,8 +1,8 @@
 """Core types of the advisor: findings, verdicts, the context, severities.
 
 Severity comes from impact, the estimated share of wall time that fixing the cause
-would recover, with TensorFlow Profiler's input-pipeline cut-offs (advisor-rules.md
-§1.1, §3.1): ≥ 20 % high, 5–20 % medium, below that low (or info when nothing is lost).
+would recover, with TensorFlow Profiler's input-pipeline cut-offs (docs/rules.md,
+"How rules are evaluated"): ≥ 20 % high, 5–20 % medium, below that low (or info when nothing is lost).
 A rule may floor or cap that where its anchor says so (e.g. R08 is at most medium while
 SM activity is ≥ 25 %, KempnerPulse).
 """
@@ -101,7 +101,7 @@ class AdvisorContext:
         ctx = cls(cards=list(header.get("cards") or []), env=dict(header.get("env") or {}),
                   pid=int(pid) if isinstance(pid, int) else None,
                   nspid=list(header.get("nspid") or []) or None,
-                  cpu_count=int(cpus) if known else usable_cpus(),
+                  cpu_count=int(cpus) if known and isinstance(cpus, (int, float)) else usable_cpus(),
                   cpu_count_known=known or here,
                   stack_rate_hz=header.get("stack_rate_hz"))
         if ctx.pid is None:

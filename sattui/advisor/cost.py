@@ -21,6 +21,7 @@ from typing import Any
 from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.rules_system import card_in_use
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, pstdev
+from sattui.findings import Severity
 
 FIX_LOW_UTIL = ("Consider stopping the job until it can use the card: fix what starves it (see the other "
                 "findings), or share the card / use a smaller one.{headroom}")
@@ -48,7 +49,10 @@ class EfficiencyMeter:
         t = get("t")
         if t is None or t < self.from_t:
             return
-        c = int(get("card"))
+        card = get("card")
+        if not isinstance(card, int):
+            return
+        c = card
         a = self._acc.setdefault(c, {"n": 0, "t0": t, "t1": t, "sm": 0.0, "n_sm": 0, "u": 0.0, "n_u": 0,
                                      "up": 0.0, "n_up": 0, "p": 0.0, "n_p": 0})
         a["n"] += 1
@@ -168,21 +172,20 @@ def memory_swing(w: Window, relax: float = 1.0) -> list[Finding]:
     out = []
     for c in w.job_cards:
         cs = w.cards[c]
-        if not cs.mem_total or cs.mem_used_max is None or len(cs.mems) < 8:
+        hi, lo, total, rng = cs.mem_used_max, cs.mem_used_min, cs.mem_total, cs.mem_swing
+        if hi is None or lo is None or not total or rng is None or len(cs.mems) < 8:
             continue
-        rng = (cs.mem_used_max - cs.mem_used_min) / cs.mem_total
         if rng < 0.5 * relax or not w.card_ok(c) or not card_in_use(w, cs):
             continue
-        mid = (cs.mem_used_max + cs.mem_used_min) / 2.0
+        mid = (hi + lo) / 2.0
         ts = [s.t for s in cs.samples if s.mem_used is not None]
         downs = [t for t, a, b in zip(ts[1:], cs.mems, cs.mems[1:]) if a >= mid > b]
         gaps = [b - a for a, b in zip(downs, downs[1:])]
         if len(downs) >= 3 and statistics.mean(gaps) > 0 and pstdev(gaps) / statistics.mean(gaps) <= 0.3:
             continue
-        ev = {"min_frac": round(cs.mem_used_min / cs.mem_total, 3),
-              "max_frac": round(cs.mem_used_max / cs.mem_total, 3),
+        ev = {"min_frac": round(lo / total, 3), "max_frac": round(hi / total, 3),
               "swing": round(rng, 3), "downward_crossings": len(downs)}
-        out.append(Finding("memory_swing", "low", 0.0,
+        out.append(Finding("memory_swing", Severity.LOW, 0.0,
                            f"card {cs.card}: device memory swings by {pct(rng)} of the card with no regular pattern",
                            ev, FIX_SWING, card=cs.card))
     return out
@@ -202,9 +205,13 @@ def pcie_saturated_sm_idle(w: Window, relax: float = 1.0) -> list[Finding]:
         if cs.sm is None or cs.sm >= 40.0:
             continue
         gmax, wmax = cs.link_max()
-        rows = [(max(s.pcie_rx_Bps or 0.0, s.pcie_tx_Bps or 0.0), link_bw_Bps(s.pcie_gen or gmax, s.pcie_width or wmax))
-                for s in cs.samples if s.pcie_rx_Bps is not None or s.pcie_tx_Bps is not None]
-        rows = [(b, bw) for b, bw in rows if bw]
+        rows: list[tuple[float, float]] = []
+        for s in cs.samples:
+            if s.pcie_rx_Bps is None and s.pcie_tx_Bps is None:
+                continue
+            bw = link_bw_Bps(s.pcie_gen or gmax, s.pcie_width or wmax)
+            if bw:
+                rows.append((max(s.pcie_rx_Bps or 0.0, s.pcie_tx_Bps or 0.0), bw))
         if not rows:
             continue
         hi = sum(1 for b, bw in rows if b > 0.8 * bw) / len(rows)

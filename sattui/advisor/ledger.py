@@ -14,8 +14,11 @@ ledger accounts for each of those seconds, one-second bin by bin:
     cgroup throttled) is ``cpu_contention``; one still starting, or no live worker at
     all where the rank had some, is ``worker_respawn``. Workers asleep while the main
     thread waits for a batch are waiting on their data source (``worker_io_bound``,
-    latency). Without any worker figures the wait stays ``input_bound`` (cause not
-    narrowed down) — never a guess from a missing signal;
+    latency) — unless their own stacks say they sit idle, waiting for their next index:
+    the batch was ready, and the loop's wait is its own (receiving the batch:
+    ``input_bound``; or, with the main thread runnable but off the CPU,
+    ``cpu_contention``). Without any worker figures the wait stays ``input_bound`` (cause
+    not narrowed down) — never a guess from a missing signal;
   - ``data_inline`` is ``main_process_loading``; ``checkpoint``, ``eval``, ``logging``
     are a ``periodic_stall`` (the phase is kept); ``collective`` in a multi-rank job, and
     ``backward`` with the main thread's own CPU low in a CPU job (DDP's gradient
@@ -43,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.advisor import steps as step_seen
 from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
@@ -58,11 +62,17 @@ WORKER_READING_BPS = 1e6
 MOSTLY_ASLEEP = 0.15
 # The main thread's own CPU below this in a bin of ``backward`` means it waits (CPU job).
 WAITING_MAIN_CORES = 0.3
+# A worker's stack (a py-spy dump every ~5 s) says what it did this close to a bin.
+WORKER_LOOK_S = 6.0
+
+# Steps are found in the spans from this long before a stretch of bins, so the step that
+# ends in its first bin has its start (sattui/advisor/steps.py).
+STEP_LOOKBACK_S = 15.0
 
 COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 
-# Causes of lost time (rule ids of CONTRACT.md, plus "idle" and "unknown").
+# Causes of lost time (rule ids of docs/rules.md, plus "idle" and "unknown").
 # Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
 # the rules decide over the window (from the free cores kept in the detail), not bin by bin.
 WORKER_BUSY = "worker_busy"
@@ -77,9 +87,28 @@ def _add(d: dict[str, float], k: str, v: float) -> None:
         d[k] = d.get(k, 0.0) + v
 
 
-def _merge(into: dict[str, float], other: dict[str, float]) -> None:
+def _merge_counts(into: dict[int, int], other: dict[int, int], sign: int = 1) -> None:
+    """Add the counts of ``other`` into ``into`` (``sign=-1``: take them out; zeros go)."""
+    for k, n in other.items():
+        left = into.get(k, 0) + sign * n
+        if left > 0:
+            into[k] = left
+        else:
+            into.pop(k, None)
+
+
+def _merge(into: dict[str, float], other: dict[str, float], sign: float = 1.0) -> None:
+    """Add ``other`` into ``into`` (``sign=-1``: take it out again; what is left at ~0 goes)."""
+    if sign > 0:
+        for k, v in other.items():
+            _add(into, k, v)
+        return
     for k, v in other.items():
-        _add(into, k, v)
+        left = into.get(k, 0.0) - v
+        if left > 1e-9:
+            into[k] = left
+        else:
+            into.pop(k, None)
 
 
 @dataclass
@@ -93,7 +122,12 @@ class RankLedger:
     causes_s: dict[str, float] = field(default_factory=dict)
     # cause -> what it was made of: the phases of a periodic stall, worker classes …
     detail: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Steps seen from outside (sattui/advisor/steps.py): how many began, and a histogram
+    # of their lengths (bucket -> count).
     steps: int = 0
+    step_hist: dict[int, int] = field(default_factory=dict)
+    # each phase's sightings (the data wait, the step's compute, …): histograms of lengths
+    phases_seen: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def lost_s(self) -> float:
@@ -105,13 +139,19 @@ class RankLedger:
     def state_shares(self) -> dict[str, float]:
         return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
 
-    def merge(self, o: RankLedger) -> None:
-        self.wall_s += o.wall_s
-        self.steps += o.steps
-        _merge(self.states_s, o.states_s)
-        _merge(self.causes_s, o.causes_s)
+    def merge(self, o: RankLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.steps += int(sign) * o.steps
+        _merge_counts(self.step_hist, o.step_hist, int(sign))
+        for ph, h in o.phases_seen.items():
+            mine = self.phases_seen.setdefault(ph, {})
+            _merge_counts(mine, h, int(sign))
+            if not mine:
+                del self.phases_seen[ph]
+        _merge(self.states_s, o.states_s, sign)
+        _merge(self.causes_s, o.causes_s, sign)
         for c, d in o.detail.items():
-            _merge(self.detail.setdefault(c, {}), d)
+            _merge(self.detail.setdefault(c, {}), d, sign)
 
 
 @dataclass
@@ -141,13 +181,13 @@ class CardLedger:
     by_state_s: dict[str, float] = field(default_factory=dict)
     by_cause_s: dict[str, float] = field(default_factory=dict)
 
-    def merge(self, o: CardLedger) -> None:
-        self.wall_s += o.wall_s
-        self.idle_s += o.idle_s
+    def merge(self, o: CardLedger, sign: float = 1.0) -> None:
+        self.wall_s += sign * o.wall_s
+        self.idle_s += sign * o.idle_s
         self.pid = o.pid if o.pid is not None else self.pid
         self.rank = o.rank if o.rank is not None else self.rank
-        _merge(self.by_state_s, o.by_state_s)
-        _merge(self.by_cause_s, o.by_cause_s)
+        _merge(self.by_state_s, o.by_state_s, sign)
+        _merge(self.by_cause_s, o.by_cause_s, sign)
 
     @property
     def idle_share(self) -> float | None:
@@ -160,20 +200,19 @@ class JobLedger:
     cards: dict[int, CardLedger] = field(default_factory=dict)
     gpu_job: bool = False
 
-    def merge(self, o: JobLedger) -> None:
+    def merge(self, o: JobLedger, sign: float = 1.0) -> None:
+        """Add another ledger's seconds (``sign=-1``: take them out: a window moving on)."""
         self.gpu_job = self.gpu_job or o.gpu_job
         for pid, r in o.ranks.items():
-            if pid in self.ranks:
-                self.ranks[pid].merge(r)
-            else:
-                self.ranks[pid] = RankLedger(r.pid, r.rank)
-                self.ranks[pid].merge(r)
+            mine = self.ranks.get(pid)
+            if mine is None:
+                mine = self.ranks[pid] = RankLedger(r.pid, r.rank)
+            mine.merge(r, sign)
         for c, cl in o.cards.items():
-            if c in self.cards:
-                self.cards[c].merge(cl)
-            else:
-                self.cards[c] = CardLedger(c)
-                self.cards[c].merge(cl)
+            card = self.cards.get(c)
+            if card is None:
+                card = self.cards[c] = CardLedger(c)
+            card.merge(cl, sign)
 
     def cause_shares(self) -> dict[str, float]:
         """Each cause's share of the job's wall time: over the job's cards when the job
@@ -232,16 +271,23 @@ def classify_worker(s: ProcSample, age_s: float | None) -> dict[str, float]:
 class _RankInputs:
     """What the ledger reads about one rank over a window (computed once)."""
 
-    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]]) -> None:
+    def __init__(self, w: Window, pid: int, interval: float, bins: dict[int, dict[str, float]],
+                 t0: float, t1: float) -> None:
         self.pid = pid
         self.rank = w.rank_of(pid)
         self.bins = bins
         self.interval = interval
-        # A bin's figures come from the tick after it: read a little past the window.
-        lo, hi = w.t0 - 2 * interval, w.t1 + 2 * interval
+        # The bins of [t0, t1) only; their figures come from the tick after each: read a
+        # little past.
+        lo, hi = t0 - 2 * interval, t1 + 2 * interval
         self.main_samples: list[ProcSample] = w.timeline.window("proc", pid, lo, hi)
         self.workers: dict[int, list[ProcSample]] = {
             p.pid: w.timeline.window("proc", p.pid, lo, hi) for p in w.workers_for(pid)}
+        # The workers' own stacks (worker_stack records), for what /proc cannot tell.
+        self.looks: list[Any] = sorted(
+            (ws for wpid in self.workers
+             for ws in w.timeline.window("worker_stack", wpid, lo - WORKER_LOOK_S, hi + WORKER_LOOK_S)),
+            key=lambda ws: ws.t)
         self.first_seen: dict[int, float] = {}
         for wpid, samples in self.workers.items():
             ring = w.timeline.series("proc", wpid)
@@ -290,12 +336,26 @@ class _RankInputs:
         before = bool(self.starts) and self.starts[0] < b * BIN_S
         return before and any(first >= (b + 1) * BIN_S for first in self.first_seen.values())
 
+    def workers_idle(self, b: int) -> bool | None:
+        """Whether the workers' stacks near bin ``b`` mostly show them idle, waiting for
+        their next index (None: no stack near it)."""
+        mid = (b + 0.5) * BIN_S
+        i = bisect_t(self.looks, mid - WORKER_LOOK_S)
+        idle = busy = 0
+        while i < len(self.looks) and self.looks[i].t <= mid + WORKER_LOOK_S:
+            st = self.looks[i].state
+            idle += st == "idle"
+            busy += st in ("fetch_wait", "fetch_compute")
+            i += 1
+        return None if idle + busy == 0 else idle > busy
+
     def main_in(self, b: int) -> ProcSample | None:
         return _sample_for_bin(self.main_samples, b, self.interval)
 
 
 def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
-                 free_cores: float | None) -> dict[str, float]:
+                 free_cores: float | None, workers_idle: bool | None = None,
+                 main: ProcSample | None = None) -> dict[str, float]:
     """How a bin's data wait splits over causes (weights summing to 1; none at all for
     the loader shutting its workers down at the end of the run)."""
     if workers is None:
@@ -312,6 +372,14 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
     # the bottleneck. Workers that are (nearly) all asleep are waiting on their source.
     active = {k: v for k, v in kinds.items() if k != "waiting" and v > 0}
     if sum(active.values()) < MOSTLY_ASLEEP * len(workers):
+        if workers_idle:
+            # Their stacks: waiting for the next index, the batch handed over already. The
+            # wait is the loop's own: a woken main thread that waits for a CPU, or the
+            # hand-over itself (receiving the batch from the worker's queue).
+            delay = main.run_delay if main is not None else None
+            if delay is not None and delay >= CONTENDED_RUN_DELAY:
+                return {"cpu_contention": 1.0}
+            return {"input_bound": 1.0}
         # Every worker asleep while the main thread waits for a batch: they wait on
         # their data source (a remote read, a lock, a sleep in the Dataset).
         return {"worker_io_bound": 1.0}
@@ -339,11 +407,12 @@ def _tree_cores(w: Window, b: int, interval: float) -> float:
 
 
 def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, to_come: bool | None,
-                 free_cores: float | None, multi_rank: bool, gpu_job: bool) -> dict[str, float]:
+                 free_cores: float | None, multi_rank: bool, gpu_job: bool,
+                 workers_idle: bool | None = None) -> dict[str, float]:
     """What share of a second in ``state`` is lost, to which cause (the rest is the
     rank's own work)."""
     if state == State.DATA_WAIT:
-        return _data_causes(workers, to_come, free_cores)
+        return _data_causes(workers, to_come, free_cores, workers_idle, main)
     if state == State.DATA_INLINE:
         return {"main_process_loading": 1.0}
     if state in PHASES:
@@ -367,9 +436,9 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
 
 # What each cause's detail is keyed by: the state it was lost in, or a finer word.
 def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
-                    to_come: bool | None, free_cores: float | None, multi_rank: bool,
-                    gpu_job: bool) -> tuple[dict[str, float], dict[str, dict[str, float]],
-                                            dict[str, dict[str, float]]]:
+                    to_come: bool | None, free_cores: float | None, multi_rank: bool, gpu_job: bool,
+                    workers_idle: bool | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]],
+                                                               dict[str, dict[str, float]]]:
     """Lost seconds by cause for one rank in one bin, what each was made of, and each
     state's split over causes (fractions, for the cards' idle time)."""
     causes: dict[str, float] = {}
@@ -378,7 +447,7 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
     for st, secs in states.items():
         if secs <= 0 or st == State.STARTUP:
             continue
-        frac = split[st] = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job)
+        frac = split[st] = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
         for cause, f in frac.items():
             lost = secs * f
             _add(causes, cause, lost)
@@ -417,17 +486,32 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
     return by_state, by_cause
 
 
-def _span_states(spans: Sequence[Any], starts: list[float], a: float, z: float) -> dict[str, float]:
-    """Seconds per state of one thread's spans inside ``[a, z)`` (startup left out)."""
-    out: dict[str, float] = {}
-    i = max(0, bisect.bisect_left(starts, a - SPAN_LOOKBACK_S))
-    while i < len(spans) and starts[i] < z:
-        s = spans[i]
-        i += 1
-        lo, hi = max(s.t, a), min(s.t + s.dur, z)
-        if hi > lo and s.state != State.STARTUP:
-            _add(out, s.state or State.OTHER, hi - lo)
-    return out
+class _SpanCursor:
+    """Seconds per state of one thread's spans inside successive stretches ``[a, z)``
+    (asked in time order, as a card's samples come): a forward-moving index, so each
+    stretch costs the spans it overlaps, not a search back over the lookback."""
+
+    def __init__(self, spans: Sequence[Any]) -> None:
+        self.spans = spans
+        self.starts = [s.t for s in spans]
+        self.longest = max((s.dur for s in spans), default=0.0)
+        self.i = 0
+
+    def states(self, a: float, z: float) -> dict[str, float]:
+        spans, starts = self.spans, self.starts
+        # Spans start in order; none that starts before a − longest can reach a.
+        floor_i = bisect.bisect_left(starts, a - self.longest, lo=self.i)
+        self.i = floor_i
+        out: dict[str, float] = {}
+        i = floor_i
+        while i < len(spans) and starts[i] < z:
+            s = spans[i]
+            i += 1
+            lo, hi = max(s.t, a), min(s.t + s.dur, z)
+            if hi > lo and s.state != State.STARTUP:
+                st = s.state or State.OTHER
+                out[st] = out.get(st, 0.0) + (hi - lo)
+        return out
 
 
 def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
@@ -441,8 +525,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
     src = bins_from or w
     interval = _proc_interval(sw)
     gpu = sw.gpu_job
-    pids = [p for p in sw.trainer_pids if sw.stack(p) is not None or p in sw.procs]
-    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid)) for pid in pids}
+    pids = [p for p in sw.trainer_pids if p in sw.procs or sw.timeline.series("stack", p) is not None]
+    inputs = {pid: _RankInputs(sw, pid, interval, src.stack_bins(pid), lo, hi) for pid in pids}
     # One rank per node of a multi-node job is still one rank of many: its wait inside
     # backward() is for the others (WORLD_SIZE of the ranks' environment says so).
     multi = len(pids) > 1 or _world_size(sw) > 1
@@ -457,16 +541,27 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
 
     first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
     rank_bins: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
+    steps = {pid: step_seen.by_bin(w.timeline.window("stack", pid, lo - STEP_LOOKBACK_S, hi), lo, hi, BIN_S)
+             for pid in inputs}
+    hosts = w.timeline.window("host", 0, lo - 2 * interval, hi + 2 * interval)
     for b in range(first_bin, last_bin):
         free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
+        clock = _clock_ratio(_sample_for_bin(hosts, b, interval))
         for pid, ri in inputs.items():
             states = _clip_bin(ri.bins.get(b), b, lo, hi)
             counted = {k: v for k, v in states.items() if k != State.STARTUP}
             if not counted:
                 continue
             causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.workers_to_come(b),
-                                                    free, multi, gpu)
-            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail)
+                                                    free, multi, gpu, ri.workers_idle(b))
+            busy = causes.get(WORKER_BUSY, 0.0)
+            if busy > 0 and clock is not None:
+                # the CPUs' clock while the workers computed (cpu_frequency_low reads it)
+                _add(detail.setdefault(WORKER_BUSY, {}), "clock_known_s", busy)
+                _add(detail.setdefault(WORKER_BUSY, {}), "clock_ratio_s", busy * clock)
+            n_steps, hist, seen = steps[pid].get(b, (0, {}, {}))
+            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail,
+                                              n_steps, hist, seen)
             rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
         cs = w.cards.get(c)
@@ -474,12 +569,14 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             continue  # a card nobody uses is idle, not starved
         user = _card_pid(sw, c, pids)
         rank = sw.rank_of(user) if user is not None else None
-        spans = w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else []
-        starts = [sp.t for sp in spans]
-        for b, a, z, util in _card_pieces(cs.samples, lo, hi):
+        cursor = _SpanCursor(w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else [])
+        # the samples of [lo, hi) and the one before (its time is where the first one starts)
+        first = max(0, bisect_t(cs.samples, lo) - 1)
+        last = bisect_t(cs.samples, hi + 1.0)
+        for b, a, z, util in _card_pieces(cs.samples[first:last], lo, hi):
             dt = z - a
             idle = max(0.0, 1.0 - util / 100.0) * dt
-            states = _span_states(spans, starts, a, z)
+            states = cursor.states(a, z)
             got = rank_bins.get(user, {}).get(b) if user is not None else None
             by_state, by_cause = card_piece_causes(idle, states, got)
             cl = job_at(b).cards.get(c)
@@ -516,6 +613,11 @@ class LedgerBook:
         self._bins: dict[int, JobLedger] = {}
         self._done: int | None = None  # bins below this are computed
         self.on_close = on_close
+        # The last window asked for, kept as a running sum: the next one (the window moved
+        # on by a few seconds) adds the new bins and takes out the old, instead of summing
+        # two minutes of bins every evaluation.
+        self._win: JobLedger | None = None
+        self._win_lo = self._win_hi = 0
 
     def update(self, w: Window, wl: Window, settled_t: float) -> None:
         """Compute the bins up to ``settled_t`` not done yet (``w``: the short window
@@ -543,8 +645,24 @@ class LedgerBook:
                       key=lambda kv: kv[0])
 
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
-        lo, hi = math.floor(t0 / BIN_S), math.ceil(t1 / BIN_S)
-        return total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+        """The ledger over ``[t0, t1)``. The object returned is the book's running sum:
+        read it before the next call. Only whole bins before ``t1`` count (the book
+        computes a bin once its second is over)."""
+        lo, hi = math.floor(t0 / BIN_S), math.floor(t1 / BIN_S)
+        win = self._win
+        movable = (win is not None and lo >= self._win_lo and hi >= self._win_hi
+                   and all(b in self._bins for b in range(self._win_lo, min(lo, self._win_hi))))
+        if win is None or not movable:
+            win = total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+        else:
+            for b in range(self._win_hi, hi):
+                if b in self._bins and b >= lo:
+                    win.merge(self._bins[b])
+            for b in range(self._win_lo, min(lo, self._win_hi)):
+                win.merge(self._bins[b], -1.0)
+        win.gpu_job = gpu_job
+        self._win, self._win_lo, self._win_hi = win, lo, hi
+        return win
 
 
 def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:
@@ -555,6 +673,15 @@ def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> 
         return {}
     frac = (z - a) / BIN_S
     return dict(states) if frac >= 1.0 else {k: v * frac for k, v in states.items()}
+
+
+def _clock_ratio(h: Any) -> float | None:
+    """The trainer's CPUs' clock against their maximum in one host sample (0–1), if known."""
+    cur = getattr(h, "freq_mhz", None)
+    top = getattr(h, "freq_max_mhz", None)
+    if cur is None or not top:
+        return None
+    return min(1.0, cur / top)
 
 
 def _world_size(w: Window) -> int:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from dataclasses import dataclass
 
 from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
+from sattui.findings import Severity
 from sattui.vendors.nvml_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 
 FIX_SM_LOW = (
@@ -97,7 +99,7 @@ def low_tensor_core_use(w: Window, relax: float = 1.0) -> list[Finding]:
     for cs in _cards(w):
         if cs.sm is None or cs.tensor is None or cs.sm < 50.0 or cs.tensor >= 10.0 / relax:
             continue
-        sev = "medium" if cs.tensor < 1.0 else "info"
+        sev = Severity.MEDIUM if cs.tensor < 1.0 else Severity.INFO
         ev = {"sm_active": _r(cs.sm), "tensor_active": _r(cs.tensor, 2)}
         out.append(Finding("low_tensor_core_use", sev, 0.0,
                            f"card {cs.card}: SMs {cs.sm:.0f}% active but tensor cores only {cs.tensor:.1f}%",
@@ -226,7 +228,7 @@ def memory_near_full(w: Window, relax: float = 1.0) -> list[Finding]:
         ev = {"mem_used_max": cs.mem_used_max, "mem_total": cs.mem_total, "peak_frac": round(frac, 4),
               "foreign_processes": foreign,
               "note": "PyTorch's caching allocator keeps freed blocks: used ≥ live tensors"}
-        out.append(Finding("memory_near_full", "low" if frac >= 0.95 else "info", 0.0,
+        out.append(Finding("memory_near_full", Severity.LOW if frac >= 0.95 else Severity.INFO, 0.0,
                            f"card {cs.card}: device memory {pct(frac)} full at peak", ev, FIX_MEM_FULL, card=cs.card))
     return out
 
@@ -243,16 +245,16 @@ def throttled(w: Window, relax: float = 1.0) -> list[Finding]:
     out = []
     for cs in _cards(w):
         busy = [s for s in cs.samples if s.util is not None and s.util >= 50.0]
-        masked = [s for s in busy if s.clock_reasons is not None]
-        if len(masked) < 4:
+        masks = [s.clock_reasons for s in busy if s.clock_reasons is not None]
+        if len(masks) < 4:
             continue
-        hw = sum(1 for s in masked if s.clock_reasons & HW_SLOWDOWN) / len(masked)
-        sw = sum(1 for s in masked if s.clock_reasons & SW_POWER_CAP) / len(masked)
+        hw = sum(1 for m in masks if m & HW_SLOWDOWN) / len(masks)
+        sw = sum(1 for m in masks if m & SW_POWER_CAP) / len(masks)
         clk = mean(s.sm_clock_mhz for s in busy)
         ratio = clk / cs.clock_max if clk is not None and cs.clock_max else None
         union = 0
-        for s in masked:
-            union |= s.clock_reasons
+        for m in masks:
+            union |= m
         if hw >= 0.10 * relax:
             impact = (1.0 - ratio) if ratio is not None else 0.5 * hw
             sev = severity_for(impact, floor="medium")
@@ -263,13 +265,14 @@ def throttled(w: Window, relax: float = 1.0) -> list[Finding]:
             why = "power cap"
         else:
             continue
+        reasons = known_clock_reasons(union & ~GPU_IDLE)
         ev = {"hw_slowdown_share": round(hw, 3), "sw_power_cap_share": round(sw, 3),
-              "reasons": known_clock_reasons(union & ~GPU_IDLE), "sm_clock_mean_mhz": _r(clk, 0),
+              "reasons": reasons, "sm_clock_mean_mhz": _r(clk, 0),
               "sm_clock_max_mhz": cs.clock_max, "clock_ratio": _r(ratio, 3), "temp_c": _r(cs.temp),
               "power_w": _r(cs.power), "power_limit_w": cs.power_limit}
         clk_txt = f" at {clk:.0f} of {cs.clock_max:.0f} MHz" if ratio is not None else ""
         out.append(Finding("throttled", sev, impact,
-                           f"card {cs.card} throttles ({why}: {', '.join(ev['reasons']) or '?'}){clk_txt}",
+                           f"card {cs.card} throttles ({why}: {', '.join(reasons) or '?'}){clk_txt}",
                            ev, FIX_THROTTLE, card=cs.card))
     return out
 
@@ -279,23 +282,30 @@ def _link_bw(cs: CardStats, s) -> float | None:
     return link_bw_Bps(s.pcie_gen or gmax, s.pcie_width or wmax)
 
 
-def _pcie_state(w: Window, cs: CardStats) -> dict[str, float | None] | None:
-    """RX share of samples at ≥ 50 % of the current link, mean RX/TX, SM."""
-    rows = [(s, _link_bw(cs, s)) for s in cs.samples if s.pcie_rx_Bps is not None]
+@dataclass(frozen=True)
+class _Pcie:
+    rx_hi_share: float        # share of samples with RX ≥ 50 % of the current link
+    rx_Bps: float
+    tx_Bps: float
+    link_Bps: float | None    # the link's per-direction bandwidth; None where unknown
+
+
+def _pcie_state(w: Window, cs: CardStats) -> _Pcie | None:
+    """RX share of samples at ≥ 50 % of the current link, mean RX/TX."""
+    rows = [(s.pcie_rx_Bps, _link_bw(cs, s), s.pcie_tx_Bps) for s in cs.samples if s.pcie_rx_Bps is not None]
     if not rows:
         return None
-    hi = sum(1 for s, bw in rows if bw and s.pcie_rx_Bps >= 0.5 * bw) / len(rows)
-    rx = sum(s.pcie_rx_Bps for s, _ in rows) / len(rows)
-    tx = mean(s.pcie_tx_Bps for s, _ in rows) or 0.0
-    bws = [bw for _, bw in rows if bw]
-    return {"rx_hi_share": hi, "rx_Bps": rx, "tx_Bps": tx, "link_Bps": statistics.median(bws) if bws else None}
+    hi = sum(1 for rx, bw, _ in rows if bw and rx >= 0.5 * bw) / len(rows)
+    bws = [bw for _, bw, _ in rows if bw]
+    return _Pcie(hi, sum(rx for rx, _, _ in rows) / len(rows), mean(tx for _, _, tx in rows) or 0.0,
+                 statistics.median(bws) if bws else None)
 
 
 def _h2d_share(w: Window, card: int) -> float:
     best = 0.0
     for pid in w.judged_pids:
         if card in w.cards_of(pid):
-            best = max(best, w.stack(pid).share("h2d_copy"))
+            best = max(best, w.judged_stack(pid).share("h2d_copy"))
     return best
 
 
@@ -317,11 +327,11 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
         p = _pcie_state(w, cs)
         h2d = _h2d_share(w, cs.card)
         why = None
-        if p is not None and p["rx_hi_share"] >= 0.30 * relax:
-            why = f"host→device traffic ≥ 50% of the link in {pct(p['rx_hi_share'])} of samples"
-        elif (p is not None and not p["link_Bps"] and cs.sm is not None and p["rx_Bps"] + p["tx_Bps"] >= 1e9 / relax
+        if p is not None and p.rx_hi_share >= 0.30 * relax:
+            why = f"host→device traffic ≥ 50% of the link in {pct(p.rx_hi_share)} of samples"
+        elif (p is not None and not p.link_Bps and cs.sm is not None and p.rx_Bps + p.tx_Bps >= 1e9 / relax
               and cs.sm < 30.0):
-            why = f"{(p['rx_Bps'] + p['tx_Bps']) / 1e9:.1f} GB/s over PCIe with SM activity {cs.sm:.0f}%"
+            why = f"{(p.rx_Bps + p.tx_Bps) / 1e9:.1f} GB/s over PCIe with SM activity {cs.sm:.0f}%"
         elif h2d >= 0.20 * relax:
             why = f"the training thread copies to the device {pct(h2d)} of the time"
         if why is None:
@@ -329,9 +339,9 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
         impact = 1.0 - cs.util / 100.0
         gmax, wmax = cs.link_max()
         ev = {"util": _r(cs.util), "sm_active": _r(cs.sm), "h2d_copy_share": round(h2d, 4),
-              "rx_GBps": _r(p["rx_Bps"] / 1e9, 2) if p else None, "tx_GBps": _r(p["tx_Bps"] / 1e9, 2) if p else None,
-              "link_GBps": _r(p["link_Bps"] / 1e9, 1) if p and p["link_Bps"] else None,
-              "rx_hi_share": _r(p["rx_hi_share"], 3) if p else None, "link_max": [gmax, wmax],
+              "rx_GBps": _r(p.rx_Bps / 1e9, 2) if p else None, "tx_GBps": _r(p.tx_Bps / 1e9, 2) if p else None,
+              "link_GBps": _r(p.link_Bps / 1e9, 1) if p and p.link_Bps else None,
+              "rx_hi_share": _r(p.rx_hi_share, 3) if p else None, "link_max": [gmax, wmax],
               "pin_memory_thread": any(w.has_pin(pid) for pid in w.trainer_pids)}
         out.append(Finding("pcie_bound", severity_for(impact), impact,
                            f"card {cs.card}: {why} while it is busy only {cs.util:.0f}%", ev, FIX_PCIE, card=cs.card))
@@ -341,7 +351,7 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
 def link_degraded(w: Window, relax: float = 1.0) -> list[Finding]:
     """R13b — the PCIe link runs below its maximum generation or width.
 
-    Anchor: [sattui proposal] (advisor-rules.md R13b); links drop to a lower generation
+    Anchor: [sattui proposal] (docs/rules.md, R13b); links drop to a lower generation
     when idle to save power, hence only samples with U ≥ 30 % count. Threshold: current
     gen or width below the maximum in ≥ 80 % of them. Impact: (1 − U/100) × the bandwidth
     lost when the card is PCIe-bound (R13's traffic condition), else 0 (low: a fault to
@@ -364,7 +374,7 @@ def link_degraded(w: Window, relax: float = 1.0) -> list[Finding]:
         cur, full = link_bw_Bps(gen, width), link_bw_Bps(gmax, wmax)
         lost = 1.0 - cur / full if cur and full else 0.0
         p = _pcie_state(w, cs)
-        limited = p is not None and cs.util is not None and cs.util < 80.0 and p["rx_hi_share"] >= 0.30
+        limited = p is not None and cs.util is not None and cs.util < 80.0 and p.rx_hi_share >= 0.30
         impact = (1.0 - (cs.util or 0.0) / 100.0) * lost if limited else 0.0
         ev = {"pcie_gen": gen, "pcie_gen_max": gmax, "pcie_width": width, "pcie_width_max": wmax,
               "degraded_share": round(share, 3), "bandwidth_lost": round(lost, 3), "pcie_limited": limited,
@@ -385,23 +395,24 @@ def card_imbalance(w: Window, relax: float = 1.0) -> list[Finding]:
     cards' mean util > 15 points. Impact = Σ (max − U_c) / (n × 100), the cards' idle
     share relative to the busiest.
     """
-    cards = [cs for cs in _cards(w) if cs.util is not None]
+    utils = {cs.card: cs.util for cs in _cards(w) if cs.util is not None}
+    cards = [cs for cs in _cards(w) if cs.card in utils]
     if len(cards) < 2:
         return []
-    hi = max(cs.util for cs in cards)
-    lo_cs = min(cards, key=lambda cs: cs.util)
-    spread = hi - lo_cs.util
+    hi = max(utils.values())
+    lo_cs = min(cards, key=lambda cs: utils[cs.card])
+    spread = hi - utils[lo_cs.card]
     if spread <= 15.0 * relax:
         return []
-    impact = sum(hi - cs.util for cs in cards) / (len(cards) * 100.0)
-    ev = {"util": {str(cs.card): round(cs.util, 1) for cs in cards}, "spread": round(spread, 1),
+    impact = sum(hi - u for u in utils.values()) / (len(cards) * 100.0)
+    ev = {"util": {str(c): round(u, 1) for c, u in utils.items()}, "spread": round(spread, 1),
           "power_w": {str(cs.card): _r(cs.power) for cs in cards},
           "sm_active": {str(cs.card): _r(cs.sm) for cs in cards}}
     rank = next((w.rank_of(p) for p in w.trainer_pids if len(w.trainer_pids) > 1 and lo_cs.card in w.cards_of(p)),
                 None)
     return [Finding("card_imbalance", severity_for(impact, floor="low"), impact,
                     f"{len(cards)} cards differ by {spread:.0f} points of utilization "
-                    f"({hi:.0f}% vs {lo_cs.util:.0f}% on card {lo_cs.card})", ev, FIX_IMBALANCE, card=lo_cs.card,
+                    f"({hi:.0f}% vs {utils[lo_cs.card]:.0f}% on card {lo_cs.card})", ev, FIX_IMBALANCE, card=lo_cs.card,
                     rank=rank)]
 
 
@@ -420,8 +431,9 @@ def gpu_straggler(w: Window, relax: float = 1.0) -> list[Finding]:
         return []
     use_sm = all(cs.sm is not None for cs in cards)
     metric = "sm" if use_sm else "power"
-    vals = {cs.card: (cs.sm if use_sm else cs.power) for cs in cards}
-    if any(v is None for v in vals.values()):
+    got = {cs.card: (cs.sm if use_sm else cs.power) for cs in cards}
+    vals = {c: v for c, v in got.items() if v is not None}
+    if len(vals) < len(got):
         return []
     m = sum(vals.values()) / len(vals)
     if m <= 0 or (max(vals.values()) - min(vals.values())) / m < 0.20 * relax:
@@ -437,7 +449,7 @@ def gpu_straggler(w: Window, relax: float = 1.0) -> list[Finding]:
         waits = []
         for pid in w.judged_pids:
             if set(w.cards_of(pid)) & {cs.card for cs in waiting}:
-                waits.append(w.stack(pid).share("sync", "collective"))
+                waits.append(w.judged_stack(pid).share("sync", "collective"))
         if waits and min(waits) < 0.20:
             return []
         if waits:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sattui.advisor.base import Finding, pct
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
+from sattui.findings import Severity
 from sattui.sampler_status import PTRACE_FIX
 
 FIX_HEALTHY = ("No host-side bottleneck. Further speed-ups are inside the model: mixed precision/TF32, larger "
@@ -59,14 +60,14 @@ def debug_settings(w: Window, relax: float = 1.0) -> list[Finding]:
         u = w.job_util
         impact = max(0.20, 1.0 - u / 100.0) if u is not None else 0.20
     names = ", ".join(k for k in flags if k.isupper())
-    return [Finding("debug_settings", sev, impact, "debug settings are on: " + ", ".join(flags),
+    return [Finding("debug_settings", Severity(sev), impact, "debug settings are on: " + ", ".join(flags),
                     {"flags": flags}, FIX_DEBUG.format(flags=names or "them"))]
 
 
 def _debug_frame_share(w: Window) -> float:
     best = 0.0
     for pid in w.judged_pids:
-        st = w.stack(pid)
+        st = w.judged_stack(pid)
         picked = st.samples[:: max(1, len(st.samples) // 20)]  # spaced samples: continuous use shows anyway
         if not picked:
             continue
@@ -107,7 +108,7 @@ def waiting_signature(cs: CardStats) -> bool:
     if len(cs.utils) < 4 or cs.power_frac is None or cs.mem_total is None or cs.mem_used_mean is None:
         return False
     swing = pstdev(cs.utils)
-    steady = (cs.mem_used_max - cs.mem_used_min) <= 0.10 * cs.mem_total
+    steady = cs.mem_swing is not None and cs.mem_swing <= 0.10
     return swing >= 20.0 and cs.power_frac < 0.5 and cs.mem_used_mean >= 0.10 * cs.mem_total and steady
 
 
@@ -144,8 +145,7 @@ def healthy(w: Window) -> Finding | None:
             if cs.util is None:
                 return None
             p10 = quantile(cs.utils, 0.1) or 0.0
-            steady = (cs.mem_total is not None and cs.mem_used_max is not None
-                      and cs.mem_used_max - cs.mem_used_min <= 0.05 * cs.mem_total)
+            steady = cs.mem_swing is not None and cs.mem_swing <= 0.05
             if cs.util >= 90.0 and (cs.sm is None or cs.sm >= 80.0):
                 per[str(cs.card)] = {"path": "util+sm", "util": round(cs.util, 1),
                                      "sm_active": None if cs.sm is None else round(cs.sm, 1)}
@@ -155,22 +155,22 @@ def healthy(w: Window) -> Finding | None:
             else:
                 return None
         u = w.job_util or 0.0
-        return Finding("healthy", "info", 0.0,
+        return Finding("healthy", Severity.INFO, 0.0,
                        f"saturated: {len(cards)} card(s) busy ({u:.0f}% util), the host keeps up",
                        {"cards": per}, FIX_HEALTHY)
     pids = w.judged_pids
     if not pids:
         return None
-    shares = {str(p): round(w.stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
+    shares = {str(p): round(w.judged_stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
     if min(shares.values()) < 0.70:
         return None
-    return Finding("healthy", "info", 0.0,
+    return Finding("healthy", Severity.INFO, 0.0,
                    f"CPU compute-bound: the main thread computes {pct(min(shares.values()))} of the time",
                    {"compute_share": shares}, FIX_HEALTHY)
 
 
 def no_data(t: float, summary: str, evidence: dict[str, object] | None = None) -> Finding:
     """no_data — too little data to judge (warm-up, too few samples, nothing conclusive)."""
-    return Finding("no_data", "info", 0.0, summary, evidence or {},
+    return Finding("no_data", Severity.INFO, 0.0, summary, evidence or {},
                    "Record for longer (the advisor needs ≥ 10 s of warm-up, then ≥ 20 s of card samples or "
                    "≥ 300 stack samples (or 20 s of them) in its 30 s window).", t=t)

@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sattui.advisor import anomaly, cost, rules_gpu, rules_ledger, rules_system
+from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.base import AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.ledger import JobLedger, LedgerBook
 from sattui.advisor.rules_system import healthy, no_data
@@ -65,6 +65,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("worker_cpu_bound", "R02", rules_ledger.worker_cpu_bound, window="ledger", needs=("stacks",)),
     RuleSpec("too_few_workers", "R03", rules_ledger.too_few_workers, window="ledger",
              needs=("stacks", "cpu_count")),
+    RuleSpec("cpu_frequency_low", "new", rules_host.cpu_frequency_low, window="ledger", needs=("stacks",)),
     RuleSpec("worker_io_bound", "R04", rules_ledger.worker_io_bound, window="ledger", needs=("stacks",)),
     RuleSpec("cpu_contention", "R17", rules_ledger.cpu_contention, window="ledger", needs=("stacks",)),
     RuleSpec("input_bound", "R01", rules_ledger.input_bound, window="ledger", needs=("stacks",)),
@@ -79,6 +80,9 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("card_imbalance", "new", rules_gpu.card_imbalance, needs=("cards",)),
     RuleSpec("low_tensor_core_use", "R09", rules_gpu.low_tensor_core_use, category="modifier",
              needs=("cards", "sm", "tensor")),
+    # Memory that only grows loses no time yet (impact 0), but a run heading for an
+    # out-of-memory kill is not healthy: a cause, so at medium it blocks ``healthy``.
+    RuleSpec("memory_growth", "new", rules_memory.memory_growth, window="long"),
     RuleSpec("memory_near_full", "R11", rules_gpu.memory_near_full, category="info", needs=("cards",)),
     RuleSpec("starved_unattributed", "R19", rules_ledger.starved_unattributed, window="ledger", needs=("cards",)),
     RuleSpec("low_utilization", "new", cost.low_utilization, category="cost", needs=("cards",), per_card=True),
@@ -162,6 +166,9 @@ def cannot_judge(w: Window) -> dict[str, str]:
     if w.trainer_pids and not w.ctx.cpu_count_known:
         for r in ("too_few_workers", "cpu_contention"):
             out.setdefault(r, "the recording does not say how many CPUs the trainer could use")
+    hosts = w.timeline.window("host", 0, w.t0, w.t1)
+    if hosts and all(h.freq_mhz is None for h in hosts):
+        out["cpu_frequency_low"] = "the host exposes no CPU clock (no cpufreq: many VMs and containers)"
     cards = [w.cards[c] for c in w.job_cards if c in w.cards]
     if not cards:
         return out

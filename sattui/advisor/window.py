@@ -27,7 +27,7 @@ from sattui.timeline import Timeline
 if TYPE_CHECKING:
     from sattui.advisor.ledger import JobLedger
 
-# advisor-rules.md §3.1 "Minimum evidence": ≥ 20 s of card samples and ≥ 300
+# docs/rules.md ("How rules are evaluated"), minimum evidence: ≥ 20 s of card samples and ≥ 300
 # main-thread stack samples in the window (at the sampling rate; spans count as
 # dur × rate samples).
 MIN_CARD_S = 20.0
@@ -127,6 +127,12 @@ class CardStats:
     @cached_property
     def mem_used_min(self) -> int | None:
         return min(self.mems) if self.mems else None
+
+    @cached_property
+    def mem_swing(self) -> float | None:
+        """(max − min) of memory used over the window, as a share of the card; None unknown."""
+        hi, lo, total = self.mem_used_max, self.mem_used_min, self.mem_total
+        return (hi - lo) / total if hi is not None and lo is not None and total else None
 
     @cached_property
     def mem_used_mean(self) -> float | None:
@@ -337,11 +343,12 @@ class Window:
     @cached_property
     def cards(self) -> dict[int, CardStats]:
         got = self.timeline.window_all("card", self.t0, self.t1)
-        return {int(c): CardStats(int(c), s, self.ctx.card_info(int(c))) for c, s in sorted(got.items())}
+        return {c: CardStats(c, s, self.ctx.card_info(c)) for c, s in sorted(got.items()) if isinstance(c, int)}
 
     @cached_property
     def procs(self) -> dict[int, ProcStats]:
-        return {int(p): ProcStats(int(p), s) for p, s in self.timeline.window_all("proc", self.t0, self.t1).items()}
+        got = self.timeline.window_all("proc", self.t0, self.t1)
+        return {p: ProcStats(p, s) for p, s in got.items() if isinstance(p, int)}
 
     @cached_property
     def events(self) -> list[Event]:
@@ -351,14 +358,26 @@ class Window:
         if pid not in self._stacks:
             # A span that began before the window but runs into it counts for the part
             # inside: dropping it whole made a fully sampled window look short of evidence.
-            got = []
-            for s in self.timeline.window("stack", pid, self.t0 - SPAN_LOOKBACK_S, self.t1):
-                a, b = max(s.t, self.t0), min(s.t + s.dur, self.t1)
-                if b <= a:
-                    continue
-                got.append(s if (a, b) == (s.t, s.t + s.dur) else replace(s, t=a, dur=b - a))
+            # One thread's spans follow each other, so only the first few (begun before t0)
+            # and the last (running past t1) need cutting; the rest are taken as they are.
+            t0, t1 = self.t0, self.t1
+            spans = self.timeline.window("stack", pid, t0 - SPAN_LOOKBACK_S, t1)
+            i0 = bisect_t(spans, t0)
+            got = [replace(s, t=t0, dur=min(s.t + s.dur, t1) - t0) for s in spans[:i0] if s.t + s.dur > t0]
+            j = len(spans)
+            while j > i0 and spans[j - 1].t + spans[j - 1].dur > t1:
+                j -= 1
+            got += spans[i0:j]
+            got += [replace(s, dur=t1 - s.t) for s in spans[j:] if t1 > s.t]
             self._stacks[pid] = StackStats(pid, got) if got else None
         return self._stacks[pid]
+
+    def judged_stack(self, pid: int) -> StackStats:
+        """The stacks of a pid in :attr:`judged_pids` (which have them by definition)."""
+        st = self.stack(pid)
+        if st is None:
+            raise KeyError(f"pid {pid} has no stacks in this window")
+        return st
 
     def stack_samples(self, pid: int, t0: float, t1: float) -> list[StackSample]:
         return self.timeline.window("stack", pid, max(t0, self.t0), min(t1, self.t1))
@@ -390,7 +409,7 @@ class Window:
             return mains
         if self.ctx.pid is not None:
             return [self.ctx.pid]
-        return sorted(int(k) for k in self.timeline.keys("stack"))
+        return sorted(k for k in self.timeline.keys("stack") if isinstance(k, int))
 
     def rank_of(self, pid: int) -> int | None:
         p = self.procs.get(pid)
@@ -455,7 +474,7 @@ class Window:
 
     @property
     def gpu_job(self) -> bool:
-        """advisor-rules.md §3.1: a GPU job has the trainer on at least one card."""
+        """docs/rules.md ("How rules are evaluated"): a GPU job has the trainer on at least one card."""
         return bool(self.job_cards)
 
     def cards_of(self, pid: int) -> list[int]:

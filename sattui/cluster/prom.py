@@ -118,6 +118,8 @@ class PromClient:
             raw = item.get("values") if kind == "matrix" else [item.get("value")]
             pts = []
             for p in raw or []:
+                if not isinstance(p, (list, tuple)):
+                    raise PromError(f"Prometheus at {clean(self.url, 200)} answered a malformed point")
                 try:
                     t, v = float(p[0]), float(p[1])
                 except (TypeError, ValueError, IndexError):

@@ -46,7 +46,7 @@ def build(url: str, job: str | None = None, run_id: str | None = None, since_s: 
 
 def report_of(data: JobData, url: str, job: str | None, run_id: str | None, since_s: float) -> dict[str, Any]:
     head, found = judge(data)
-    ranks = []
+    ranks: list[dict[str, Any]] = []
     for r in sorted(data.ranks, key=lambda r: (r.host, _num(r.rank), r.rank)):
         wall = r.wall_s
         if wall <= 0:
@@ -60,8 +60,8 @@ def report_of(data: JobData, url: str, job: str | None, run_id: str | None, sinc
     trainer = None
     if ranks:
         mean: dict[str, float] = {}
-        for r in ranks:
-            for k, v in r["states"].items():
+        for rk in ranks:
+            for k, v in rk["states"].items():
                 mean[k] = mean.get(k, 0.0) + v / len(ranks)
         trainer = {"pid": None, "cmdline": None,
                    "workers": int(sum(r["workers"] or 0 for r in ranks)),

@@ -162,9 +162,9 @@ class JobReader:
                 if c is not None and s.last and s.labels.get(lab):
                     getattr(c, attr)[s.labels[lab]] = s.last
         for s in q(f"last_over_time(sattui_finding_impact_ratio{sel}[{max(1, round(min(window_s, 30)))}s])", t1):
-            h = data.hosts.get(s.labels.get("host", ""))
-            if h is not None:
-                h.findings.append({**{k: s.labels.get(k) for k in ("rule", "severity", "card", "rank")},
+            hd = data.hosts.get(s.labels.get("host", ""))
+            if hd is not None:
+                hd.findings.append({**{k: s.labels.get(k) for k in ("rule", "severity", "card", "rank")},
                                    "impact": s.last})
         if self.run_id is None:
             self._dcgm_summary(data, cards, t1, w)
@@ -211,9 +211,10 @@ class JobReader:
             key = _rank_key(s)
             r = ranks.get(key)
             if r is None:
-                r = ranks[key] = self._rank(data, s)
-            if r is None:
-                continue
+                new = self._rank(data, s)
+                if new is None:
+                    continue
+                r = ranks[key] = new
             st = s.labels.get("state", "other")
             for t, v in s.points:
                 per.setdefault(key, {}).setdefault(t, {})[st] = v

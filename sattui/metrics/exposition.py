@@ -72,7 +72,8 @@ class Family:
         return m
 
 
-Rows = list[tuple[Family, list[tuple[tuple[str, ...], float]]]]
+Samples = list[tuple[tuple[str, ...], float]]
+Rows = list[tuple[Family, Samples]]
 
 INFO = Family("sattui_info", "gauge", "One per sattui: its version and card backend.", ("host", "version", "backend"))
 CARD_FAMILIES = [Family(name, "gauge", help_, CARD_LABELS) for name, help_, _, _ in CARD_GAUGES]
@@ -121,7 +122,9 @@ def rows(s: Snapshot) -> Rows:
             if v is not None:
                 got.append((lab, v * scale))
         out.append((fam, got))
-    idle, cause, covered = [], [], []
+    idle: Samples = []
+    cause: Samples = []
+    covered: Samples = []
     for c, lab in zip(s.cards, card_labels):
         if c.ledger_s > 0:
             covered.append((lab, c.ledger_s))
@@ -129,7 +132,10 @@ def rows(s: Snapshot) -> Rows:
         cause += [(lab + (k,), v) for k, v in sorted(c.idle_by_cause_s.items())]
     out += [(IDLE, idle), (IDLE_CAUSE, cause), (COVERED, covered)]
 
-    states, lost, workers, wcpu = [], [], [], []
+    states: Samples = []
+    lost: Samples = []
+    workers: Samples = []
+    wcpu: Samples = []
     for r in sorted(s.ranks, key=lambda r: (r.labels.rank, r.labels.run_id)):
         lab = (s.host, r.labels.rank, r.labels.local_rank, r.labels.run_id)
         states += [(lab + (k,), v) for k, v in sorted(r.states_s.items())]
@@ -138,11 +144,12 @@ def rows(s: Snapshot) -> Rows:
         wcpu.append((lab, r.worker_cpu_s))
     out += [(STATES, states), (LOST, lost), (WORKERS, workers), (WORKER_CPU, wcpu)]
 
-    found, seen = [], set()
+    found: Samples = []
+    seen: set[tuple[str, str, str]] = set()
     for f in s.findings:
-        key = (f["rule"], f["card"], f["rank"])
-        if key not in seen:  # one series per finding (a headline is also in the list)
-            seen.add(key)
+        fkey = (f["rule"], f["card"], f["rank"])
+        if fkey not in seen:  # one series per finding (a headline is also in the list)
+            seen.add(fkey)
             found.append(((s.host, f["rule"], f["severity"], f["card"], f["rank"]), f["impact"]))
     out.append((FINDINGS, found))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ from sattui.safefile import open_output
 
 FORMAT = "sattui/1"
 FORMAT_FAMILY = "sattui/"
-KINDS = frozenset({"header", "card", "proc", "stacks", "finding", "event"})
+# What a record kind a newer writer may add looks like; anything else is damage.
+_KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+KINDS = frozenset({"header", "card", "proc", "stacks", "finding", "event", "host", "worker_stack"})
 
 
 def clean_json(value: Any) -> Any:
@@ -147,7 +150,8 @@ class RecordingWriter:
 class RecordingReader:
     """Streams a recording: ``header`` is read at once, ``records()`` yields the rest.
 
-    ``warnings`` collects what was tolerated (a torn last line).
+    ``warnings`` collects what was tolerated (a torn last line, records of kinds this
+    sattui does not know: a newer one wrote them; they are skipped, said once per kind).
     """
 
     path: str
@@ -155,6 +159,7 @@ class RecordingReader:
     warnings: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
+        self._unknown: dict[str, int] = {}
         try:
             self._f = open(self.path, "rb")
         except OSError as e:
@@ -208,6 +213,9 @@ class RecordingReader:
             if pending.endswith(b"\n"):
                 raise RecordingError(f"{self.path}: line {pending_no}: not a JSON record")
             self.warnings.append(f"{self.path}: line {pending_no} is torn (the writer was stopped); skipped")
+        for kind, n in sorted(self._unknown.items()):
+            self.warnings.append(f"{self.path}: {n} record(s) of kind {kind!r} skipped: "
+                                 "a newer sattui wrote them")
         f.close()
 
     def _parse_line(self, raw: bytes) -> dict[str, Any] | None | bool:
@@ -219,6 +227,12 @@ class RecordingReader:
             return None
         if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
             kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+            if isinstance(obj, dict) and isinstance(kind, str) and _KIND_NAME.fullmatch(kind) \
+                    and type(obj.get("t")) in (int, float):
+                # Kinds are added without a new format version (docs/format.md): a record
+                # of a kind this reader does not know is skipped, not an error.
+                self._unknown[kind] = self._unknown.get(kind, 0) + 1
+                return False
             raise RecordingError(f"{self.path}: line {self._line_no}: unknown record kind {kind!r}")
         if obj["kind"] == "header":
             raise RecordingError(f"{self.path}: line {self._line_no}: a second header (two recordings joined?)")

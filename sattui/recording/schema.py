@@ -29,6 +29,10 @@ def _str(v: Any) -> bool:
     return type(v) is str
 
 
+def _bool(v: Any) -> bool:
+    return type(v) is bool
+
+
 def _nullable(check: Check) -> Check:
     def ok(v: Any) -> bool:
         return v is None or check(v)
@@ -55,6 +59,7 @@ def _card_info(v: Any) -> bool:
 
 
 _num.__name__, _int.__name__, _str.__name__, _card_info.__name__ = "number", "int", "string", "card object"
+_bool.__name__ = "boolean"
 _NUM, _INT, _STR = _nullable(_num), _nullable(_int), _nullable(_str)
 
 # kind -> {field: (check, required)}
@@ -70,6 +75,17 @@ _FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "pid": (_int, True), "ppid": (_INT, False), "role": (_STR, False), "rank": (_INT, False),
         "name": (_STR, False), "cpu": (_NUM, False), "state": (_STR, False), "rss": (_INT, False),
         "read_Bps": (_NUM, False), "write_Bps": (_NUM, False), "threads": (_INT, False), "nspid": (_INT, False),
+        "cpu_main": (_NUM, False), "run_delay": (_NUM, False), "uss": (_INT, False),
+    },
+    "host": {
+        "cpu_busy": (_NUM, False), "cpu_steal": (_NUM, False), "cpus": (_INT, False), "cg_version": (_INT, False),
+        "cg_cpu_limit": (_NUM, False), "cg_periods": (_INT, False), "cg_throttled_periods": (_INT, False),
+        "cg_throttled_s": (_NUM, False), "freq_mhz": (_NUM, False), "freq_max_mhz": (_NUM, False),
+        "governor": (_STR, False),
+    },
+    "worker_stack": {
+        "pid": (_int, True), "state": (_str, True), "active": (_nullable(_bool), False),
+        "frames": (_list_of(lambda v: type(v) is list), True),
     },
     "card": {
         "card": (_int, True), "util": (_NUM, False), "sm_active": (_NUM, False), "sm_occupancy": (_NUM, False),
@@ -113,14 +129,20 @@ def problem(rec: dict[str, Any]) -> str | None:
             return f"{kind} record: {name!r} is {_what(v)}, not {check.__name__}"
     if kind == "stacks":
         return _stacks_problem(rec)
+    if kind == "worker_stack" and not all(_frame_ok(f) for f in rec["frames"]):
+        return "worker_stack record: a frame is not [function, filename, line]"
     return None
+
+
+def _frame_ok(f: list[Any]) -> bool:
+    return len(f) == 3 and _str(f[0]) and _str(f[1]) and (f[2] is None or _int(f[2]))
 
 
 def _stacks_problem(rec: dict[str, Any]) -> str | None:
     # The report and the replay index frames by stack and stacks by sample.
     frames, stacks = rec["frames"], rec["stacks"]
     for f in frames:
-        if len(f) != 3 or not _str(f[0]) or not _str(f[1]) or not (f[2] is None or _int(f[2])):
+        if not _frame_ok(f):
             return "stacks record: a frame is not [function, filename, line]"
     n_frames, n_stacks = len(frames), len(stacks)
     for s in stacks:

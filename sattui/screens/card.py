@@ -9,13 +9,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
 
+from sattui.advisor.ledger import Dip
 from sattui.screens.base import SubScreen
 from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.binning import Axis
 from sattui.view.data import ViewData
+from sattui.view.dips import DIP_MIN_S, DIP_SPAN_S, DIP_UTIL, PENDING, recent_dips
 from sattui.view.lines import card_screen_lines, fit
 from sattui.widgets.header import StatusHeader, ViewState
 from sattui.widgets.timechart import TimeChart
@@ -43,6 +46,23 @@ def card_title(info: dict[str, Any], simulated: bool, lost: bool, width: int) ->
     return " · ".join(parts)
 
 
+class DipList(OptionList):
+    """The card's recent dips, newest first; Enter moves the view to the highlighted one."""
+
+    BINDINGS = [Binding("enter", "select", "dip", key_display="⏎",
+                        tooltip="move the view to the highlighted dip (↑ ↓ pick one)")]
+
+
+def dip_row(d: Dip, t_end: float, live: bool, width: int) -> Text:
+    """``  1:02  2.4s  min 3%  data wait; both workers at 99 % CPU``: when (replay time, or
+    how long before the view's end live), how long, how low, and why."""
+    when = f"-{fmt.duration(t_end - d.t0)}" if live else fmt.clock(d.t0)
+    head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct(d.util_min, 3)}  "
+    out = Text(head, no_wrap=True, overflow="ellipsis", end="")
+    out.append(fit(d.detail, max(10, width - len(head) - 2)), "dim" if d.cause == PENDING else "")
+    return out
+
+
 class CardScreen(SubScreen):
     BINDINGS = [
         *SubScreen.BINDINGS,
@@ -58,13 +78,22 @@ class CardScreen(SubScreen):
         self.card = card
         self._cards: list[int] = []
         self._title: str | None = None
+        self._dips: list[Dip] = []
+        self._dip_rows: Any = None
+        self.marked: tuple[float, float] | None = None  # the dip the view was moved to
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
         yield Static(id="card-title", classes="section")
         with VerticalScroll(id="card-scroll"):
             yield TimeChart(id="card-chart")
+        yield Static(f" recent dips · util < {DIP_UTIL:.0f}% for ≥ {DIP_MIN_S:g} s, last "
+                     f"{fmt.window(DIP_SPAN_S)} · newest first", id="dips-title", classes="section")
+        yield DipList(id="dips", compact=True)
         yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(DipList).focus()
 
     def refresh_view(self, data: ViewData, view: ViewState) -> None:
         super().refresh_view(data, view)
@@ -75,12 +104,49 @@ class CardScreen(SubScreen):
         if title != self._title:
             self._title = title
             self.query_one("#card-title", Static).update(Text(title))  # a Text: a tool's card name is not markup
+        height = self.size.height or self.app.size.height
+        n_dips = self._show_dips(data)
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)
+        # The dips list takes a quarter of the screen, then what the charts leave free.
         header_h = self.query_one(StatusHeader).line_count
-        room = (self.size.height or self.app.size.height) - header_h - 1 - 1
-        chart.set_lines(card_screen_lines(data, axis, cols, self.card, room))
+        list_h = max(1, min(n_dips, max(3, (height - 4) // 4)))
+        room = height - header_h - 1 - 1 - 1 - list_h
+        lines = card_screen_lines(data, axis, cols, self.card, room, mark=self.marked)
+        chart.set_lines(lines)
+        list_h = max(list_h, min(n_dips, room - len(lines) + list_h))
+        lst = self.query_one(DipList)
+        if lst.styles.height is None or lst.styles.height.value != list_h:
+            lst.styles.height = list_h
+
+    def _show_dips(self, data: ViewData) -> int:
+        """Fill the dips list (only when it changed, keeping the highlighted dip); returns
+        how many there are."""
+        dips = recent_dips(data, self.card)
+        width = self.size.width or self.app.size.width
+        rows = tuple((d.t0, d.t1, d.cause, d.detail) for d in dips)
+        key = (rows, round(data.t_end) if data.live else None, width)
+        lst = self.query_one(DipList)
+        if key != self._dip_rows:
+            self._dip_rows = key
+            old = lst.highlighted
+            keep = self._dips[old].t0 if old is not None and old < len(self._dips) else None
+            self._dips = dips
+            if dips:
+                lst.set_options([Option(dip_row(d, data.t_end, data.live, width)) for d in dips])
+                at = next((i for i, d in enumerate(dips) if d.t0 == keep), 0)
+                lst.highlighted = at
+            else:
+                lst.set_options([Option(Text(f" none in the last {fmt.window(DIP_SPAN_S)}"), disabled=True)])
+        return len(dips)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        i = event.option_index
+        if 0 <= i < len(self._dips):
+            d = self._dips[i]
+            self.marked = (d.t0, d.t1)
+            self.sattui.show_span(d.t0, d.t1)
 
     def action_next_card(self, step: int) -> None:
         if self.card in self._cards and len(self._cards) > 1:

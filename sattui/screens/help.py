@@ -22,13 +22,31 @@ PARAGRAPHS = (
     ("Reading the strips",
      "Every strip on a screen shares one time axis: the same window, the same buckets, so a "
      "utilization dip and a data wait stand one above the other. Utilization and SM activity "
-     "draw each bucket's MINIMUM (▁▂▃▄▅▆▇█), so a short dip stays visible; CPU, memory, power, "
-     "temperature and I/O draw the bucket's MEAN. A blank cell means no sample there; n/a means "
-     "the source does not report the value (never shown as 0). SIMULATED marks a card that is "
-     "not real hardware."),
+     "draw each bucket's MEAN as the bar's height, so a busy span reads at its true level, and "
+     "its MINIMUM as the bar's texture: solid (▁▂▃▄▅▆▇█) where every sample stayed at 50 % or "
+     "more, dotted (⡀⣀⣄⣤⣦⣶⣷⣿) and red where one fell under 50 %, so a dip shorter than a "
+     "bucket is never averaged away, with or without colour. CPU, memory, power, temperature "
+     "and I/O draw the bucket's mean. A blank cell means no sample there; n/a means the source "
+     "does not report the value (never shown as 0). SIMULATED marks a card that is not real "
+     "hardware."),
     ("Main-thread states",
      "One letter per bucket, on the state's colour. A wait that fills a quarter of a bucket wins "
      "over compute, so short waits are not drowned."),
+    ("Ranks",
+     "A job of several ranks (torchrun) gets a state strip per rank, labelled rank N. Where they "
+     "do not all fit, the strips shown are the picked rank, the odd ones out (a top state few "
+     "other ranks share: in ranks that wait for each other, the rank they wait for), then those "
+     "losing the most time; +N ranks names the rest. r picks a rank: the stacks and workers "
+     "screens then show that rank only (its main thread, its own workers); r again the next; "
+     "all ranks first."),
+    ("Dips (card screen)",
+     "The card's recent dips: runs of utilization under 50 % lasting 0.5 s or more (Nsight "
+     "Systems' gpu_gaps), in the 5 minutes up to the view's end, newest first: when, how long, "
+     "the lowest utilization, and the cause the time ledger gives that stretch (the biggest "
+     "part of the card's idle time, from the state of the rank using the card and what its "
+     "workers did at those moments). Live, a dip of the last few seconds waits for its stacks. "
+     "Enter moves the view to the highlighted dip (live, it pauses there) and marks it ▔ under "
+     "the utilization chart."),
 )
 
 
@@ -102,7 +120,7 @@ def help_text(width: int = 80, keys: Sequence[tuple[str, Sequence[KeyLine]]] = (
 
 def screen_keys(app: App[object]) -> list[tuple[str, list[KeyLine]]]:
     """Every screen's keys, read from the bindings of the app and of each screen class."""
-    from sattui.screens.card import CardScreen
+    from sattui.screens.card import CardScreen, DipList
     from sattui.screens.main import MainScreen
     from sattui.screens.stacks import StacksScreen
 
@@ -112,7 +130,7 @@ def screen_keys(app: App[object]) -> list[tuple[str, list[KeyLine]]]:
                                   tooltip="command palette: every action by name"))
     groups: list[tuple[str, Iterable[Binding | tuple[str, ...]]]] = [
         ("everywhere", everywhere), ("on the main screen", MainScreen.BINDINGS),
-        ("on a card", CardScreen.BINDINGS), ("on the stacks screen", StacksScreen.BINDINGS)]
+        ("on a card", [*CardScreen.BINDINGS, *DipList.BINDINGS]), ("on the stacks screen", StacksScreen.BINDINGS)]
     seen: set[str] = set()
     out = []
     for where, bindings in groups:

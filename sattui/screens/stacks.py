@@ -53,7 +53,7 @@ class StacksScreen(SubScreen):
         # Recount when the view has moved by 1/400 of the window (0.15 s at 1 min, 9 s at
         # 1 h): a long window holds tens of thousands of spans.
         moved = math.floor(data.t_end / (data.window_s / 400))
-        key = (id(data.session), moved, data.window_s, self.state, self.by_total, width)
+        key = (id(data.session), moved, data.window_s, self.state, self.by_total, width, data.rank_pid)
         if key == self._key:
             return
         self._key = key
@@ -61,7 +61,9 @@ class StacksScreen(SubScreen):
         self._states = states_present(samples)
         total, rows = top_functions(samples, t0, data.t_end + 1e-6, self.state)
         filt = "all states" if self.state is None else f"{self.state} only"
-        title = (f" main thread · last {fmt.window(data.window_s)} · {filt} · "
+        who = "main thread" if data.rank_label is None else \
+            "all ranks' main threads" if data.rank_pid is None else f"{data.rank_label} main thread"
+        title = (f" {who} · last {fmt.window(data.window_s)} · {filt} · "
                  f"by {'total' if self.by_total else 'own'} time · {total:.1f}s sampled")
         self.query_one("#stacks-title", Static).update(fit(title, width))
         self.query_one("#stacks-table", Static).update(self._table(data, rows, total, width))

@@ -18,16 +18,22 @@ from sattui.widgets.timechart import TimeChart
 class WorkersScreen(SubScreen):
     def __init__(self) -> None:
         super().__init__(name="workers")
+        self._title = ""
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
-        yield Static(" processes of the trainer's tree", classes="section")
+        yield Static(" processes of the trainer's tree", id="workers-title", classes="section")
         with VerticalScroll(id="workers-scroll"):
             yield TimeChart(id="workers-chart")
         yield Footer(compact=True)
 
     def refresh_view(self, data: ViewData, view: ViewState) -> None:
         super().refresh_view(data, view)
+        title = " processes of the trainer's tree" if data.rank_pid is None else \
+            f" processes of {data.rank_label} (r: the next rank)"
+        if title != self._title:
+            self._title = title
+            self.query_one("#workers-title", Static).update(title)
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)

@@ -1,7 +1,7 @@
-"""Classify one main-thread stack sample into an activity (advisor-rules.md §2.3).
+"""Classify one main-thread stack sample into a state (docs/states.md).
 
 Pure and table-driven: :data:`RULES` is the stack signature dictionary of
-advisor-rules.md §2.3 as rows of (state, filename suffixes, function-name suffixes, extra
+docs/states.md as rows of (state, filename suffixes, function-name suffixes, extra
 predicate), and :func:`classify` walks it in five passes:
 
 1. ``startup``: a module being loaded (``<frozen importlib._bootstrap>`` loading frames).
@@ -10,7 +10,7 @@ predicate), and :func:`classify` walks it in five passes:
 3. override: the outermost frame matching a COMPILE / COLLECTIVE / explicit SYNC row, wherever
    it sits (a recompile inside forward is compile, an ``all_reduce`` inside forward is the
    wait).
-4. anchor: the OUTERMOST frame matching any activity row (DESIGN.md "States": searching the
+4. anchor: the OUTERMOST frame matching any state row (docs/states.md: searching the
    whole stack innermost-first for autograd frames mislabels ``zero_grad`` as backward, and
    every ``Optimizer`` call goes through ``torch/_dynamo/eval_frame.py``). Torch frames that
    match no row (``torch/_compile.py``, ``torch/autograd/profiler.py``, ``no_grad``
@@ -44,7 +44,7 @@ Predicate = Callable[[Sequence[Frame], int], bool]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One row of the signature dictionary (advisor-rules.md §2.3).
+    """One row of the signature dictionary (docs/states.md).
 
     ``files``: filename suffixes matched on whole path components after normalising
     separators ("torch/utils/data/dataloader.py" matches ".../site-packages/torch/utils/
@@ -261,7 +261,7 @@ RULES: tuple[Rule, ...] = (
          ("result", "wait", "as_completed")),
 )
 
-# Source-line tokens (advisor-rules.md §2.3 SYNC implicit / H2D_COPY), checked in this order.
+# Source-line tokens (docs/states.md: implicit sync / h2d_copy), checked in this order.
 SYNC_TOKENS = (".item(", ".cpu(", ".tolist(", ".numpy(", "print(", ".nonzero(", "torch.where(",
                '.to("cpu"', ".to('cpu'")
 H2D_TOKENS = (".to(", ".cuda(", ".copy_(")
@@ -296,7 +296,7 @@ def _outermost(rules: tuple[Rule, ...], frames: Sequence[Frame]) -> Match | None
 
 
 def _innermost_line(frames: Sequence[Frame], source_line: SourceLine | None) -> str | None:
-    """Source text of the innermost frame if it is user code (S2 in advisor-rules.md §2.1)."""
+    """Source text of the innermost frame if it is user code (docs/states.md, pass 4)."""
     if source_line is None or not frames:
         return None
     leaf = frames[0]
@@ -342,7 +342,7 @@ def classify(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
     absolute or py-spy's short form). ``source_line(filename, line)`` enables the rules
     that read the innermost user line (implicit sync, H2D copy, ``time.sleep``);
     ``cuda`` says a CUDA device is in use (the sync/copy line rules need it).
-    advisor-rules.md §2.3; DESIGN.md "States".
+    docs/states.md.
     """
     return explain(frames, source_line=source_line, cuda=cuda).state
 

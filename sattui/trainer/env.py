@@ -50,6 +50,7 @@ ALLOWED_EXACT: frozenset[str] = frozenset(
         "CUDA_VISIBLE_DEVICES",
         "CUDA_DEVICE_ORDER",
         "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",  # which driver libraries the container runtime mounts (doctor)
         "HIP_VISIBLE_DEVICES",
         "ROCR_VISIBLE_DEVICES",
         "ASCEND_RT_VISIBLE_DEVICES",

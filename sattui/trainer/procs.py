@@ -29,6 +29,11 @@ Roles (``ProcSample.role``), decided in this order for every process found:
 that has one; ``main`` has one when its own environ says ``RANK``), so a worker of rank 1
 carries rank 1.
 
+Besides ``stat`` and ``io``, each tick reads the main thread's run-queue wait of every
+process (``/proc/PID/schedstat``: ``run_delay``) and the main thread's own CPU of the
+trainer, ranks and workers (``/proc/PID/task/PID/stat``: ``cpu_main``), and now and then a
+worker's USS (``/proc/PID/smaps_rollup``: ``uss``); see sattui/trainer/sched.py and smaps.py.
+
 Known limits:
 
 * A pid given from inside a container's PID namespace cannot be mapped to ours in
@@ -59,6 +64,8 @@ from sattui.model import Event, ProcSample
 from sattui.textsafe import clean, clean_argv
 from sattui.trainer.env import read_allowed_env
 from sattui.trainer.launchers import Candidate, Found, TrainerFinder, python_launcher
+from sattui.trainer.sched import run_queue_ns, thread_ticks
+from sattui.trainer.smaps import uss_bytes
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -72,7 +79,14 @@ _FORKSERVER_MARKER = "multiprocessing.forkserver"
 _INFRA_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
                   _FORKSERVER_MARKER)
 _COMPILE_MARKERS = ("_inductor/compile_worker", "_inductor.compile_worker")
-_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+# Roles whose main thread's own CPU is recorded (cpu_main): the training loop's thread of a
+# trainer or rank, and a worker's fetch loop.
+_MAIN_THREAD_ROLES = ("main", "rank", "worker")
+# A worker's USS is read this often at most. smaps_rollup walks the page tables (about
+# 7 ms of CPU for a 200 MB worker here, bench/signals_cost.py), so the reads also stay
+# within USS_CPU_BUDGET of a core: with many large workers each one is read less often.
+USS_EVERY_S = 10.0
+USS_CPU_BUDGET = 0.01
 
 # Errors that mean "this process (or thread) went away or hides from us while we
 # looked". Anything of these is a skip, never an exception out of sample().
@@ -106,6 +120,14 @@ def _parse_stat(text: str) -> _Stat:
 def _read_stat(path: str) -> _Stat:
     with open(path, "rb") as f:
         return _parse_stat(f.read().decode("utf-8", "replace"))
+
+
+def _run_delay(now_ns: int | None, before_ns: int | None, dt: float | None) -> float | None:
+    """Share of ``dt`` a thread waited on the run queue, 0-1 (the two reads and the tick's
+    clock are a few microseconds apart, hence the clamp)."""
+    if now_ns is None or before_ns is None or not dt:
+        return None
+    return min(1.0, max(0, now_ns - before_ns) / 1e9 / dt)
 
 
 def _read_io(pid: int) -> tuple[int, int] | None:
@@ -225,29 +247,19 @@ def _joined(cmdline: Iterable[str]) -> str:
     return " ".join(cmdline)
 
 
+def _identity(pid: int) -> tuple[str, list[str], str | None]:
+    """``(comm, cmdline, exe)`` of a process, read afresh ("" / [] / None when gone)."""
+    comm = (_read_text(f"/proc/{pid}/comm") or "").strip()
+    got = _read_cmdline(pid)
+    try:
+        exe: str | None = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
+    return comm, got[1] if got else [], exe
+
 def is_launcher(comm: str, cmdline: list[str]) -> bool:
     """A torchrun / torch.distributed.run launcher (the elastic agent)."""
-    if comm == LAUNCHER_COMM:  # torch.distributed.run.run() names its thread so
-        return True
-    if not cmdline:
-        return False
-    if os.path.basename(cmdline[0]) == "torchrun":
-        return True
-    # python [flags] (torchrun-script | -m module): only the script or module counts,
-    # not an argument that happens to say "torchrun"
-    args = iter(cmdline[1:])
-    for arg in args:
-        if arg == "-m":
-            return next(args, "") in _LAUNCHER_MODULES
-        if arg == "-c":
-            return False
-        if arg in ("-X", "-W", "-Q"):
-            next(args, None)  # these flags take a value
-            continue
-        if arg.startswith("-"):
-            continue
-        return os.path.basename(arg) == "torchrun"
-    return False
+    return python_launcher(comm, cmdline) == "torchrun"
 
 
 def rank_from_env(env: dict[str, str] | None) -> int | None:
@@ -308,6 +320,20 @@ def is_python(comm: str, cmdline: list[str], exe: str | None = None) -> bool:
     return any(n.startswith("python") or n.startswith("pypy") for n in names if n)
 
 
+def python_by_name(pid: int) -> bool | None:
+    """``is_python`` from what ``/proc`` shows without ptrace rights (comm, cmdline).
+
+    For telling "not Python" from "no permission" when py-spy is refused (doctor): py-spy
+    first reads ``/proc/PID/exe``, which needs ptrace-read access, so a refused non-Python
+    process would otherwise pass for a Python one sattui may not read. None when the
+    process is gone.
+    """
+    comm, cmdline, exe = _identity(pid)
+    if not comm and not cmdline:
+        return None
+    return is_python(comm, cmdline, exe)
+
+
 # --------------------------------------------------------------------------- the tree
 
 
@@ -327,6 +353,9 @@ class _Member:
     fallback: bool = False  # worker guessed from cmdline only
     trainer: bool = False  # sticky: seen owning DataLoader workers
     ticks: int | None = None
+    main_ticks: int | None = None  # the main thread's own (task/PID/stat)
+    run_ns: int | None = None  # the main thread's run-queue wait so far (schedstat)
+    uss_due: float | None = None  # monotonic time of the next USS read (workers)
     io: tuple[int, int] | None = None
     mono: float | None = None
     zombie: bool = False
@@ -338,7 +367,7 @@ class _Member:
 class ProcessTree:
     """The process tree under one pid, re-walked on every ``sample()``."""
 
-    def __init__(self, pid: int, clock: Callable[[], float]) -> None:
+    def __init__(self, pid: int, clock: Callable[[], float], *, uss_every_s: float = USS_EVERY_S) -> None:
         pid = resolve_pid(pid)
         try:
             psutil.Process(pid).cmdline()
@@ -349,6 +378,8 @@ class ProcessTree:
         self.pid = pid
         self._settle()
         self._clock = clock
+        self.uss_every_s = uss_every_s
+        self._workers = 0  # DataLoader workers in the last tick (spreads the USS reads)
         self._members: dict[int, _Member] = {}  # process pid -> member
         self._pins: dict[tuple[int, int], _Member] = {}  # (owner pid, tid) -> pin thread
         self._first = True
@@ -364,13 +395,7 @@ class ProcessTree:
         """None when the root is the trainer itself (a Python process that launches
         nothing), else what launches it: ``torchrun``, ``accelerate``, ``deepspeed``, or
         the name of a non-Python root (``bash``, ``srun`` …)."""
-        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
-        got = _read_cmdline(self.pid)
-        cmdline = got[1] if got else []
-        try:
-            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
-        except OSError:
-            exe = None
+        comm, cmdline, exe = _identity(self.pid)
         self._root_python = is_python(comm, cmdline, exe)
         if self._root_python:
             return python_launcher(comm, cmdline)
@@ -422,13 +447,7 @@ class ProcessTree:
     def info(self) -> dict[str, Any]:
         # read afresh, not cached: a process may exec again (a shell wrapper, pyenv's
         # torchrun shim) and the first read may have raced the child's exec
-        comm = (_read_text(f"/proc/{self.pid}/comm") or "").strip()
-        got = _read_cmdline(self.pid)
-        cmdline = got[1] if got else []
-        try:
-            exe: str | None = os.readlink(f"/proc/{self.pid}/exe")
-        except OSError:
-            exe = None
+        comm, cmdline, exe = _identity(self.pid)
         env = read_allowed_env(self.pid)
         return {
             "pid": self.pid,
@@ -488,6 +507,7 @@ class ProcessTree:
             self._trainer_exited(t, events)
 
         samples.extend(self._sample_pins(seen, t, mono, events, first))
+        self._workers = sum(1 for s in samples if s.role == "worker")
         return samples, events
 
     def _visit(self, pid: int, st: _Stat, t: float, mono: float, first: bool, seen: set[int],
@@ -703,18 +723,42 @@ class ProcessTree:
             m.rank = parent.rank if parent else None
 
     def _proc_sample(self, m: _Member, st: _Stat, t: float, mono: float) -> ProcSample:
+        dt = mono - m.mono if m.mono is not None and mono > m.mono else None
         cpu = None
-        if m.ticks is not None and m.mono is not None and mono > m.mono:
-            cpu = max(0, st.ticks - m.ticks) / _CLK_TCK / (mono - m.mono)
+        if m.ticks is not None and dt:
+            cpu = max(0, st.ticks - m.ticks) / _CLK_TCK / dt
         io = _read_io(m.pid)
         rd = wr = None
-        if io is not None and m.io is not None and m.mono is not None and mono > m.mono:
-            rd = max(0, io[0] - m.io[0]) / (mono - m.mono)
-            wr = max(0, io[1] - m.io[1]) / (mono - m.mono)
-        m.ticks, m.io, m.mono = st.ticks, io, mono
+        if io is not None and m.io is not None and dt:
+            rd = max(0, io[0] - m.io[0]) / dt
+            wr = max(0, io[1] - m.io[1]) / dt
+        cpu_main = None
+        if m.role in _MAIN_THREAD_ROLES:
+            main_ticks = thread_ticks(m.pid, m.pid)
+            if main_ticks is not None and m.main_ticks is not None and dt:
+                cpu_main = max(0, main_ticks - m.main_ticks) / _CLK_TCK / dt
+            m.main_ticks = main_ticks
+        run_ns = run_queue_ns(m.pid)
+        run_delay = _run_delay(run_ns, m.run_ns, dt)
+        m.ticks, m.io, m.mono, m.run_ns = st.ticks, io, mono, run_ns
         return ProcSample(t=t, pid=m.pid, ppid=st.ppid, role=m.role, rank=m.rank, name=st.comm,
                           cpu=cpu, state=st.state, rss=st.rss, read_Bps=rd, write_Bps=wr,
-                          nspid=m.nspid, threads=st.threads)
+                          nspid=m.nspid, threads=st.threads, cpu_main=cpu_main, run_delay=run_delay,
+                          uss=self._uss(m, mono) if m.role == "worker" else None)
+
+    def _uss(self, m: _Member, mono: float) -> int | None:
+        """A worker's USS when its read is due (else None), each read within the budget."""
+        every = self.uss_every_s
+        if m.uss_due is None:
+            # first sight: spread the workers' reads over the period (consecutive pids)
+            m.uss_due = mono + m.pid % max(1, int(every))
+        if mono < m.uss_due:
+            return None
+        c0 = time.thread_time()
+        uss = uss_bytes(m.pid)
+        cost = time.thread_time() - c0
+        m.uss_due = mono + max(every, cost * max(1, self._workers) / USS_CPU_BUDGET)
+        return uss
 
     def _sample_pins(self, seen: set[int], t: float, mono: float,
                      events: list[Event], first: bool) -> list[ProcSample]:
@@ -748,14 +792,17 @@ class ProcessTree:
                     self._pins[key] = p
                 p.rank = owner.rank
                 cpu = None
-                if p.ticks is not None and p.mono is not None and mono > p.mono:
-                    cpu = max(0, st.ticks - p.ticks) / _CLK_TCK / (mono - p.mono)
-                p.ticks, p.mono = st.ticks, mono
+                dt = mono - p.mono if p.mono is not None and mono > p.mono else None
+                if p.ticks is not None and dt:
+                    cpu = max(0, st.ticks - p.ticks) / _CLK_TCK / dt
+                run_ns = run_queue_ns(pid, tid)
+                run_delay = _run_delay(run_ns, p.run_ns, dt)
+                p.ticks, p.mono, p.run_ns = st.ticks, mono, run_ns
                 alive.add(key)
                 out.append(ProcSample(t=t, pid=tid, ppid=pid, role="pin", rank=owner.rank,
                                       name=PIN_COMM, cpu=cpu, state=st.state, rss=None,
                                       read_Bps=None, write_Bps=None, nspid=p.nspid,
-                                      threads=None))
+                                      threads=None, run_delay=run_delay))
                 if new and not first:
                     events.append(Event(t, "proc_started", f"pin {tid} started ({PIN_COMM})",
                                         {"pid": tid, "role": "pin"}))

@@ -42,6 +42,8 @@ class ViewData:
     t_end: float
     window_s: float
     cache: BinCache = field(default_factory=BinCache)
+    # The rank picked (its pid) for the stacks and workers screens; None: all ranks.
+    rank_pid: int | None = None
 
     @property
     def timeline(self) -> Any:
@@ -204,7 +206,53 @@ class ViewData:
         return spans
 
     def stack_samples(self, t0: float) -> list[StackSample]:
-        return [s for pid in self.stack_pids(t0) for s in self.window("stack", pid, t0)]
+        """Main-thread samples from ``t0``: the picked rank's only, when one is picked."""
+        return [s for pid in self.stack_pids(t0) if self.rank_pid is None or pid == self.rank_pid
+                for s in self.window("stack", pid, t0)]
+
+    # -- ranks ------------------------------------------------------------------------
+
+    @cached_property
+    def ranks(self) -> list[tuple[int, int | None]]:
+        """Every trainer process whose main thread was sampled up to ``t_end`` (a torchrun
+        job's ranks, else the trainer): ``(pid, rank)`` in rank order."""
+        out = []
+        for pid in list(self.timeline.keys("stack")):
+            ring = self.timeline.series("stack", pid)
+            if ring is None or not len(ring) or ring.first_t() > self.t_end + EPS:
+                continue
+            out.append((int(pid), self.rank_of(int(pid))))
+        out.sort(key=lambda pr: (pr[1] is None, pr[1] if pr[1] is not None else 0, pr[0]))
+        return out
+
+    def rank_of(self, pid: int) -> int | None:
+        """The rank of a process, from its process records (its ``RANK``)."""
+        ring = self.timeline.series("proc", pid)
+        return ring[-1].rank if ring is not None and len(ring) else None
+
+    def trainer_label(self, pid: int) -> str:
+        """``rank N``; ``main thread`` for the one trainer of a single-process job."""
+        rank = self.rank_of(pid)
+        if rank is not None:
+            return f"rank {rank}"
+        return "main thread" if len(self.ranks) <= 1 else f"pid {pid} main"
+
+    @property
+    def rank_label(self) -> str | None:
+        """What the stacks and workers screens show: ``rank 3`` or ``all ranks``; None for
+        a single-process job (nothing to pick)."""
+        if self.rank_pid is not None:
+            return self.trainer_label(self.rank_pid)
+        return "all ranks" if len(self.ranks) > 1 else None
+
+    def of_rank(self, s: ProcSample) -> bool:
+        """Whether a process belongs to the picked rank: the rank itself, the workers and
+        threads it started, or a process carrying its rank (always true with none picked)."""
+        pick = self.rank_pid
+        if pick is None or s.pid == pick or s.ppid == pick:
+            return True
+        rank = self.rank_of(pick)
+        return rank is not None and s.rank == rank and s.role != "rank"
 
     @cached_property
     def sampler_note(self) -> str | None:

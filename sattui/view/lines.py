@@ -10,8 +10,11 @@ chart without its ``chart--`` prefix ("" = the chart's own style).
 
 Glyphs:
 
-* Utilization and SM activity draw each bucket's **minimum** (``▁▂▃▄▅▆▇█``, ⅛ steps), so a
-  dip shorter than a bucket still shows; the colour is that minimum's band.
+* Utilization and SM activity draw each bucket's **mean** as the bar's height
+  (``▁▂▃▄▅▆▇█``, ⅛ steps), so busy spans read at their true level, and its **minimum** as
+  the bar's texture: a bucket where a sample fell under :data:`~sattui.view.dips.DIP_UTIL`
+  (50 %) is drawn dotted (``⡀⣀⣄⣤⣦⣶⣷⣿``, the same eight heights) in the "bad" colour, so a
+  dip shorter than a bucket is never averaged away, with colour or without (``NO_COLOR``).
 * CPU, memory, power, temperature, clocks and PCIe draw each bucket's **mean**.
 * The main thread's state strip draws one **letter per bucket** (``W`` data_wait,
   ``f`` forward …, :class:`sattui.states.State`) on the state's colour, so the strip reads the
@@ -25,15 +28,19 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sattui.advisor.ledger import COMPUTE
 from sattui.states import State, glyph, style_class
 from sattui.textsafe import clean
 from sattui.vendors.nvml_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
 from sattui.view import fmt
 from sattui.view.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
+from sattui.view.dips import DIP_UTIL
 
 Run = tuple[str, str]
 Runs = tuple[Run, ...]
 BLOCKS = "▁▂▃▄▅▆▇█"
+# A bucket that dipped: the same eight heights in braille dots, filled from the bottom up.
+DOTS = "⡀⣀⣄⣤⣦⣶⣷⣿"
 
 KERNEL_STATES = {"R": "run", "S": "sleep", "D": "disk", "Z": "zombie", "T": "stopped", "t": "traced", "I": "idle"}
 
@@ -89,7 +96,7 @@ def band(v: float | None) -> str:
     advisor's "poor" anchor)."""
     if v is None:
         return "nodata"
-    return "good" if v >= 80 else "warn" if v >= 50 else "bad"
+    return "good" if v >= 80 else "warn" if v >= DIP_UTIL else "bad"
 
 
 def spark(values: Sequence[float | None], scale: float, style: Callable[[float], str] | str,
@@ -111,22 +118,47 @@ def spark(values: Sequence[float | None], scale: float, style: Callable[[float],
 
 
 def chart(values: Sequence[float | None], scale: float, height: int,
-          style: Callable[[float], str] | str) -> list[Runs]:
+          style: Callable[[float], str] | str, dipped: Sequence[bool] | None = None) -> list[Runs]:
     """A ``height``-row block chart, top row first (``8 × height`` levels). A real value
-    always lights at least the bottom eighth, so 0 reads apart from "no data"."""
+    always lights at least the bottom eighth, so 0 reads apart from "no data". A bucket
+    ``dipped`` is drawn in dots, in the "bad" style."""
     rows: list[list[Run]] = [[] for _ in range(height)]
     levels = 8 * height
-    for v in values:
+    for k, v in enumerate(values):
         if v is None:
             for r in rows:
                 r.append((" ", "nodata"))
             continue
         lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
-        st = style if isinstance(style, str) else style(v)
+        dip = dipped is not None and dipped[k]
+        glyphs = DOTS if dip else BLOCKS
+        st = "bad" if dip else style if isinstance(style, str) else style(v)
         for i in range(height):
             fill = lv - 8 * (height - 1 - i)
-            rows[i].append(((" " if fill <= 0 else BLOCKS[min(8, fill) - 1]), st))
+            rows[i].append(((" " if fill <= 0 else glyphs[min(8, fill) - 1]), st))
     return [merge(r) for r in rows]
+
+
+def dips_in(mins: Sequence[float | None], threshold: float = DIP_UTIL) -> list[bool]:
+    """Per bucket: did a sample fall under ``threshold`` (the card dipped there)."""
+    return [m is not None and m < threshold for m in mins]
+
+
+def util_spark(mins: Sequence[float | None], means: Sequence[float | None], scale: float = 100.0) -> Runs:
+    """One row of utilization: the mean's height, dotted and "bad" where the minimum dipped,
+    else solid in the mean's band."""
+    cells: list[Run] = []
+    top = len(BLOCKS) - 1
+    for lo, v in zip(mins, means):
+        if v is None:
+            cells.append((" ", "nodata"))
+            continue
+        i = min(top, max(0, int(v / scale * len(BLOCKS)))) if scale > 0 else 0
+        if lo is not None and lo < DIP_UTIL:
+            cells.append((DOTS[i], "bad"))
+        else:
+            cells.append((BLOCKS[i], band(v)))
+    return merge(cells)
 
 
 def state_cells(states: Sequence[str | None]) -> Runs:
@@ -231,46 +263,99 @@ def binned(data, kind: str, key, attr: str, axis: Axis):
     return data.cache.get((kind, key, attr, axis), data.quantum(axis), compute)
 
 
-def state_strip(data, axis: Axis) -> dict[int, tuple[list[str | None], dict[str, float]]]:
-    """Per sampled pid: the state per bucket and the share of each state in the window."""
-    out = {}
-    for pid in data.stack_pids(axis.t0):
+@dataclass(frozen=True, slots=True)
+class RankStrip:
+    """One trainer process's main thread over the window: a rank of a torchrun job, or the
+    trainer of a single-process one."""
+
+    pid: int
+    label: str
+    states: tuple[str | None, ...]
+    shares: dict[str, float]
+
+    @property
+    def lost(self) -> float:
+        """The share of its sampled time not spent on its own work (waits, stalls, idle):
+        the states the ledger does not count as compute (sattui/advisor/ledger.py)."""
+        return max(0.0, 1.0 - sum(self.shares.get(st, 0.0) for st in COMPUTE)) if self.shares else 0.0
+
+
+def rank_strips(data, axis: Axis) -> list[RankStrip]:
+    """A strip per sampled trainer process, in rank order: the state per bucket and the
+    share of each state in the window."""
+    out = []
+    order = {pid: i for i, (pid, _) in enumerate(data.ranks)}
+    for pid in sorted(data.stack_pids(axis.t0), key=lambda p: (order.get(p, len(order)), p)):
         def compute(pid=pid):
             spans = data.stack_spans_for(pid, axis.t0)
             secs = state_seconds(spans, axis.t0, data.t_end + 1e-6)
             secs.pop(State.STARTUP, None)
             total = sum(secs.values())
             shares = {k: v / total for k, v in secs.items()} if total > 0 else {}
-            return bin_states(spans, axis), shares
+            return tuple(bin_states(spans, axis)), shares
         states, shares = data.cache.get(("states", pid, axis), data.quantum(axis), compute)
         if any(s is not None for s in states):
-            out[pid] = (states, shares)
+            out.append(RankStrip(pid, data.trainer_label(pid), states, shares))
     return out
 
 
-def trainer_label(data, pid: int) -> str:
-    return "main thread" if pid == data.header.get("pid") else f"pid {pid} main"
+def pick_strips(strips: list[RankStrip], room: int, picked: int | None) -> list[RankStrip]:
+    """The ``room`` strips to show when not all fit, in rank order: the picked rank, then
+    the odd ones out (a top state few other ranks share: in a job whose ranks wait for
+    each other, the rank they wait for is busy with something else), then those losing
+    the most time."""
+    if len(strips) <= room:
+        return strips
+    tops = [max(s.shares.items(), key=lambda kv: kv[1])[0] if s.shares else None for s in strips]
+    alike = {t: tops.count(t) for t in tops}
+    order = sorted(range(len(strips)), key=lambda i: (strips[i].pid != picked, alike[tops[i]], -strips[i].lost, i))
+    chosen = {strips[i].pid for i in order[:room]}
+    return [s for s in strips if s.pid in chosen]
 
 
-def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True) -> list[Line]:
-    """The trainer main thread's state strip(s) and their legend."""
-    strips = state_strip(data, axis)
+def _strip_value(shares: dict[str, float]) -> str:
+    top = sorted(shares.items(), key=lambda kv: -kv[1])[:2]
+    return "  ".join(f"{glyph(k)} {v:.0%}" for k, v in top)
+
+
+def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True, room: int | None = None,
+                pids: set[int] | None = None) -> list[Line]:
+    """The main-thread state strip of each rank (one line each), and their legend.
+
+    ``room``: the lines there are. When every rank and the legend do not fit, the legend
+    goes, then the strips are cut to those :func:`pick_strips` chooses and a ``+N ranks``
+    line names the rest (the stacks and workers screens show each rank: ``r`` picks one).
+    ``pids``: only these processes' strips (a card's screen shows the rank using it).
+    """
+    strips = rank_strips(data, axis)
+    if pids:
+        strips = [st for st in strips if st.pid in pids] or strips
     if not strips:
         note = data.sampler_note or ("no stack samples in this window" if data.header.get("pid") else
                                      "no trainer: cards only")
         return [Line(label=text("main thread", "label"), body=text(fit(note, cols.body), "warn" if data.sampler_note
                                                                     else "dim"))]
+    n = len(strips)
+    shown, with_legend = (strips, with_legend) if room is None or n + int(with_legend) <= room else \
+        (strips, False) if n <= room else (pick_strips(strips, max(1, room - 1), data.rank_pid), False)
     lines = []
-    total_shares: dict[str, float] = {}
-    for pid, (states, shares) in strips.items():
-        top = sorted(shares.items(), key=lambda kv: -kv[1])[:2]
-        val = "  ".join(f"{glyph(k)} {v:.0%}" for k, v in top)
-        lines.append(Line(label=text(fit(trainer_label(data, pid), cols.label), "label"), body=state_cells(states),
-                          value=text(val, "value")))
-        for k, v in shares.items():
-            total_shares[k] = total_shares.get(k, 0.0) + v / len(strips)
+    for st in shown:
+        picked = data.rank_pid == st.pid and len(strips) > 1
+        lines.append(Line(label=text(fit(st.label, cols.label), "selected" if picked else "label"),
+                          body=state_cells(st.states), value=text(_strip_value(st.shares), "value"),
+                          key=f"rank:{st.pid}"))
+    hidden = [st for st in strips if st not in shown]
+    if hidden:
+        names = " ".join(st.label.removeprefix("rank ") for st in hidden)
+        lines.append(Line(label=text(f"+{len(hidden)} ranks", "dim"),
+                          body=text(fit(f"{names} (r picks one; s, w show it)", cols.body), "dim")))
     if with_legend:
-        lines.append(Line(full=(("  states".ljust(cols.label + 1), "dim"),
+        total_shares: dict[str, float] = {}
+        for st in strips:
+            for k, v in st.shares.items():
+                total_shares[k] = total_shares.get(k, 0.0) + v / n
+        head = "  states" if n == 1 else "  all ranks"
+        lines.append(Line(full=((head.ljust(cols.label + 1), "dim"),
                                 *legend(total_shares, cols.width - cols.label - 1))))
     return lines
 
@@ -312,7 +397,7 @@ CARD_LAYOUTS = (CardLayout(3, True, True), CardLayout(2, True, True), CardLayout
 def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, selected: bool) -> list[Line]:
     c = info["card"]
     key = f"card:{c}"
-    mins, _, _ = binned(data, "card", c, "util", axis)
+    mins, means, _ = binned(data, "card", c, "util", axis)
     last = data.last_card(c)
     util = last.util if last else None
     sm = last.sm_active if last else None
@@ -333,15 +418,16 @@ def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, 
         rows = [text(fit("util n/a" if known else "no samples in this window", cols.body), "nodata")]
         rows += [()] * (layout.util_rows - 1)
     else:
-        rows = chart(mins, 100.0, layout.util_rows, band) if layout.util_rows > 1 else [spark(mins, 100.0, band)]
+        rows = chart(means, 100.0, layout.util_rows, band, dips_in(mins)) if layout.util_rows > 1 else \
+            [util_spark(mins, means)]
     lines = [Line(label=label, body=rows[0], value=tuple(val), key=key)]
     for i, r in enumerate(rows[1:], 1):
-        lab = text("  util (min)", "dim") if i == 1 else ()
+        lab = text("  util (mean)", "dim") if i == 1 else ()
         lines.append(Line(label=lab, body=r, key=key))
     if layout.sm_row:
-        sm_mins, _, _ = binned(data, "card", c, "sm_active", axis)
+        sm_mins, sm_means, _ = binned(data, "card", c, "sm_active", axis)
         if any(v is not None for v in sm_mins):
-            lines.append(Line(label=text("  SM active", "dim"), body=spark(sm_mins, 100.0, band), key=key))
+            lines.append(Line(label=text("  SM active", "dim"), body=util_spark(sm_mins, sm_means), key=key))
     if layout.details:
         lines.append(Line(full=card_details(data, info, last, cols), key=key))
     return lines
@@ -420,7 +506,7 @@ def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None) -> lis
     alive = [(pid, last) for pid, last in procs if not data.proc_gone(last)]
     gone = len(procs) - len(alive)
     room = None if limit is None else limit - (1 if gone else 0)
-    shown = alive if room is None or len(alive) <= room else alive[: max(1, room - 1)]
+    shown = alive if room is None or len(alive) <= room else alive[: max(0, room - 1)]
     for pid, last in shown:
         _, means, _ = binned(data, "proc", pid, "cpu", axis)
         lines.append(Line(label=text(fit(proc_label(last), cols.label), "label"),
@@ -463,11 +549,17 @@ def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_car
                           body=text(fit(msg or "no accelerator found", cols.body), "warn")))
     for info in cards:
         lines += card_lines(data, axis, cols, info, layout, selected_card == info["card"])
-    lines += state_lines(data, axis, cols)
+    # Under the cards, each rank's strip: before the processes (the workers screen lists
+    # them all), which keep their head and one line.
+    state_room = None if height is None else max(2, height - len(lines) - 1 - PROCS_MIN)
+    lines += state_lines(data, axis, cols, room=state_room)
     lines.append(axis_line(axis, cols, data.t_end, data.live))
-    room = None if height is None else max(2, height - len(lines))
+    room = None if height is None else max(PROCS_MIN, height - len(lines))
     lines += proc_lines(data, axis, cols, limit=None if room is None else room - 1)
     return lines
+
+
+PROCS_MIN = 2  # the process list's head and one line
 
 
 ADVICE_ROOM = 10  # lines a taller card chart must leave for the advice
@@ -503,46 +595,67 @@ def metric_heights(room: int | None, fixed: int) -> dict[str, int]:
     return h
 
 
-def card_screen_lines(data, axis: Axis, cols: Columns, card: int, room: int | None) -> list[Line]:
+def mark_line(axis: Axis, cols: Columns, span: tuple[float, float]) -> Line | None:
+    """``▔▔▔`` under the buckets of ``span`` (the dip the view was moved to), or None when
+    it is out of view."""
+    a, b = span
+    if b < axis.t0 or a >= axis.t1:
+        return None
+    lo, hi = max(0, axis.col(a)), min(axis.n - 1, axis.col(b))
+    return Line(label=text("  ▔ that dip", "warn"), body=(((" " * lo), ""), ("▔" * (hi - lo + 1), "warn")))
+
+
+def card_screen_lines(data, axis: Axis, cols: Columns, card: int, room: int | None,
+                      mark: tuple[float, float] | None = None) -> list[Line]:
     """Every metric of one card, its clock-event reasons, the state strip, the processes.
 
     ``room``: the lines there are; charts grow taller into what the rest leaves free.
+    ``mark``: a time span to mark under the utilization chart (the dip Enter moved to).
     """
     info = next((i for i in data.cards if i["card"] == card), {"card": card})
     known = data.has_data("card", card, axis.t0 - LOOKBACK_S)
     last = data.last_card(card)
     tail = clock_reason_lines(data, axis, cols, card)
-    tail += state_lines(data, axis, cols)
+    # The strip of the rank using this card (from the vendor's process list), else every rank's.
+    users = {int(p) for p in (last.procs or {}) if str(p).isdigit()} if last is not None else set()
+    tail += state_lines(data, axis, cols, pids=users)
     tail.append(axis_line(axis, cols, data.t_end, data.live))
     procs = card_proc_lines(data, axis, cols, last)
     hts = metric_heights(room, len(tail) + min(len(procs), 3))
     lines: list[Line] = []
 
-    def metric(attr: str, label: str, scale: float | None, use: int, f: Callable[[float | None], str],
-               style: Callable[[float], str] | str) -> None:
-        bins = binned(data, "card", card, attr, axis)[use]
+    def metric(attr: str, label: str, scale: float | None, f: Callable[[float | None], str],
+               style: Callable[[float], str] | str, dips: bool = False) -> None:
+        """Each bucket's mean as the bar; with ``dips``, buckets whose minimum fell under
+        DIP_UTIL dotted (the min and max stats then come from the samples' extremes)."""
+        mins, means, maxs = binned(data, "card", card, attr, axis)
         cur = getattr(last, attr) if last else None
-        if all(v is None for v in bins):
+        if all(v is None for v in means):
             why = "n/a (this card does not report it)" if known else "n/a (no samples in this window)"
             lines.append(Line(label=text(label, "label"), body=text(fit(why, cols.body), "nodata"),
                               value=((f"now {f(cur)}", "value"),)))
             return
-        sc = scale or max(v for v in bins if v is not None) or 1.0
-        val = ((f"now {f(cur)}", "value"), ("  " + _stats(bins, f), "dim")) if cols.value >= 30 else \
+        sc = scale or max(v for v in means if v is not None) or 1.0
+        stats = _stats([*mins, *maxs], f) if dips else _stats(means, f)
+        val = ((f"now {f(cur)}", "value"), ("  " + stats, "dim")) if cols.value >= 30 else \
             ((f"now {f(cur)}", "value"),)
-        lines.extend(_metric_block(label, chart(bins, sc, hts[attr], style), val, cols))
+        rows = chart(means, sc, hts[attr], style, dips_in(mins) if dips else None)
+        lines.extend(_metric_block(label, rows, val, cols))
 
     mem_total = (last.mem_total if last and last.mem_total else None) or info.get("mem_total")
     limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
     clk_max = (last.sm_clock_max_mhz if last and last.sm_clock_max_mhz else None) or info.get("sm_clock_max_mhz")
-    metric("util", "util % (min)", 100.0, 0, fmt.pct, band)
-    metric("sm_active", "SM % (min)", 100.0, 0, fmt.pct, band)
-    metric("mem_used", "memory", mem_total, 1, fmt.size, "bar")
-    metric("power_w", "power", limit, 1, fmt.watts, "bar")
-    metric("temp_c", "temperature", 100.0, 1, fmt.temp, "bar")
-    metric("sm_clock_mhz", "SM clock", clk_max, 1, fmt.mhz, "bar")
-    metric("pcie_rx_Bps", "PCIe ↓ rx", None, 1, fmt.rate, "cpu")
-    metric("pcie_tx_Bps", "PCIe ↑ tx", None, 1, fmt.rate, "cpu")
+    metric("util", "util %", 100.0, fmt.pct, band, dips=True)
+    marked = mark_line(axis, cols, mark) if mark is not None else None
+    if marked is not None:
+        lines.append(marked)
+    metric("sm_active", "SM %", 100.0, fmt.pct, band, dips=True)
+    metric("mem_used", "memory", mem_total, fmt.size, "bar")
+    metric("power_w", "power", limit, fmt.watts, "bar")
+    metric("temp_c", "temperature", 100.0, fmt.temp, "bar")
+    metric("sm_clock_mhz", "SM clock", clk_max, fmt.mhz, "bar")
+    metric("pcie_rx_Bps", "PCIe ↓ rx", None, fmt.rate, "cpu")
+    metric("pcie_tx_Bps", "PCIe ↑ tx", None, fmt.rate, "cpu")
     return lines + tail + procs
 
 
@@ -600,7 +713,7 @@ def kernel_cells(letters: Sequence[str | None]) -> Runs:
 
 def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
     t0 = axis.t0 - LOOKBACK_S
-    procs = data.proc_index(t0)
+    procs = [(pid, last) for pid, last in data.proc_index(t0) if data.of_rank(last)]
     lines = [Line(label=text("process", "head"),
                   body=text(fit("CPU cores (mean) · kernel state (R run S sleep D disk Z zombie) · I/O", cols.body),
                             "head"),

@@ -74,6 +74,9 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
                   (" ▶ playing" if view.playing else " stopped", "value" if view.playing else "dim")]
     elif view.show_clock:
         right += [("up ", "dim"), (fmt.duration(data.t_end), "value")]
+    if data.rank_label is not None:
+        # A multi-rank job: which rank the stacks and workers screens show (r picks).
+        right += [("  ", ""), (data.rank_label, "value" if data.rank_pid is not None else "dim")]
     backend = (st.backend if st is not None else None) or h.get("backend")
     right += [("  ", ""), (backend or "no backend", "value" if backend else "warn"), ("  ", "")]
     right += sampler_runs(data)

@@ -33,6 +33,24 @@ def run_sattui(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedPr
     return subprocess.run(sattui_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=REPO, **kw)
 
 
+def py_spy_on(pid: int) -> list[psutil.Process]:
+    """Every py-spy on the machine sampling ``pid``.
+
+    Searched machine-wide, not among a process's children: sattui starts py-spy in a
+    session of its own, so one left behind is re-parented to PID 1 and no longer a
+    descendant of anything the test started.
+    """
+    out = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if p.info["name"] == "py-spy" and str(pid) in cmd:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
 class Trainer:
     """A running ``sattui.demo.trainer`` with its own truth file."""
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from sattui.cards import DEFAULT_CARD_INTERVAL_S
 from sattui.recording import RecordingReader
 from sattui.vendors.base import auto_order
 from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S
@@ -68,9 +69,15 @@ GMI_S80 = FIX / "moorethreads" / "mthreads-gmi_1x-S80_gmi2.0.0_drv3.0.0_two-proc
 XPU_DISCOVERY_J = FIX / "intel" / "xpu-smi-discovery-j_1x-0x020a.json"
 XPU_DISCOVERY_D = FIX / "intel" / "xpu-smi-discovery-d0_detail.txt"
 XPU_STATS = FIX / "intel" / "xpu-smi-stats-d0_blank-fields.txt"
+# BUSY captures (utilization above 0): 16x 910B2C from vllm-ascend issue 4013, a Flex 170
+# at ~99.5 % from XPU Manager's README (each .source.md says where).
+NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
+XPU_DUMP_BUSY = FIX / "intel" / "xpumcli-dump-d0-m0123_flex170-0x56c0_busy.csv"
 
 GARBAGE = "\x00\x01 totally not a table {[ ]\n"
-NVML_FAULTS_DURATION = 5
+NVML_FAULTS_DURATION = 7  # room for a late pynvml import on a loaded box (the shim clock starts then)
+CARD_DT = DEFAULT_CARD_INTERVAL_S  # the CLI's card interval (0.5 s; nvml is not slowed)
+TICK_SLACK_S = 0.3  # a card tick running late on a loaded 2-core box
 
 
 # -- the fake tools, one function per vendor (tmp dir, monkeypatch) ---------------------------
@@ -101,6 +108,12 @@ def _npu_smi(d: Path, mp: pytest.MonkeyPatch) -> None:
                                             "info -t proc-mem -i 0": NPU_PROCMEM})
 
 
+def _npu_smi_busy(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # Only the overview was captured: "-t common -i 0" answers nothing here, so the rated
+    # clock stays unknown (one backend_degraded event), the overview is read every tick.
+    install_tool(d, mp, "npu-smi", by_args={"info": NPU_BUSY16})
+
+
 def _cnmon(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "cnmon", stdout_file=CNMON)
 
@@ -121,6 +134,14 @@ def _xpu_smi_intel(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
         "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
         "stats -d 0": XPU_STATS})
+
+
+def _xpu_smi_intel_busy(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # Discovery from the guide's captures (another card); stats prints nothing readable,
+    # so every tick reads the busy card's dump CSV.
+    install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
+        "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
+        "stats -d 0": "", "dump -d 0": XPU_DUMP_BUSY})
 
 
 def _brsmi(d: Path, mp: pytest.MonkeyPatch) -> None:
@@ -233,11 +254,13 @@ VENDORS: dict[str, tuple[str, Callable[[Path, pytest.MonkeyPatch], None]]] = {
     "hygon": ("hygon", _hy_smi),
     "hygon-dtk-rocm-smi": ("hygon", _dtk_rocm_smi),
     "ascend": ("ascend", _npu_smi),
+    "ascend-busy": ("ascend", _npu_smi_busy),
     "cambricon": ("cambricon", _cnmon),
     "kunlun": ("kunlun", _kunlun()),
     "kunlun-4x": ("kunlun", _kunlun("xpu_smi", KUNLUN_K200)),
     "mthreads": ("mthreads", _gmi(GMI_S5000)),
     "intel": ("intel", _xpu_smi_intel),
+    "intel-busy": ("intel", _xpu_smi_intel_busy),
     "biren": ("biren", _brsmi),
 }
 
@@ -396,6 +419,21 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
              (88.7, 37.0, 59932, "3232170", 56588), (91.5, 37.0, 59944, "3231929", 56600),
              (94.9, 37.0, 59021, "2895155", 55671), (90.1, 39.0, 19319, "1886762", 15975)])},
     ),
+    # BUSY npu-smi 24.1.rc2, 16x 910B2C: "| 0     910B2C | OK | 450.6       78 ...", "| 0 |
+    # 0000:75:01.0  | 100         0    / 0          54735/ 65536 |" …; "| 0  0 | 265997 |
+    # python3 | 51358 |" on every NPU. AICore 100 on NPUs 0 1 4 6 7 9 13, 0 on the rest.
+    "ascend-busy": (
+        [(i, "huawei", "910B2C", 65536 * MiB) for i in range(16)],
+        {i: dict(util=util, power_w=pw, temp_c=t, mem_used=hbm * MiB, mem_total=65536 * MiB,
+                 procs={"265997": 51358 * MiB})
+         for i, (util, pw, t, hbm) in enumerate([
+             (100.0, 450.6, 78.0, 54735), (100.0, 449.7, 77.0, 54712), (0.0, 91.7, 47.0, 54715),
+             (0.0, 96.1, 49.0, 54712), (100.0, 450.1, 75.0, 54711), (0.0, 97.4, 48.0, 54712),
+             (100.0, 449.8, 75.0, 54713), (100.0, 450.2, 78.0, 54711), (0.0, 96.5, 47.0, 54715),
+             (100.0, 450.1, 78.0, 54712), (0.0, 137.4, 49.0, 54710), (0.0, 109.4, 49.0, 54709),
+             (0.0, 104.6, 48.0, 54711), (100.0, 450.3, 77.0, 54710), (0.0, 109.6, 45.0, 54710),
+             (0.0, 116.9, 54.0, 54710)])},
+    ),
     # cnmon v5.10.13: "| 0     /   MLU370-X8    v1.1.6 |", "|  0%   32C   106 W/ 250 W |
     # 0 MiB/ 23374 MiB |"; card 1 "|  0%   39C   106 W/ 250 W |"; "No running processes found".
     "cambricon": (
@@ -436,6 +474,13 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
         [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
         {0: dict(util=0.0, power_w=15.0, sm_clock_mhz=2050.0, temp_c=41.0, mem_used=24 * MiB,
                  mem_total=32768 * MiB, dram_active=None)},
+    ),
+    # BUSY xpumcli dump (a Flex 170), last row "21:23:03.000,    0, 99.65, 119.24, 1700, 51.00"
+    # (util %, power W, MHz, core C); no memory-used column: None. Name and size from discovery.
+    "intel-busy": (
+        [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
+        {0: dict(util=99.65, power_w=119.24, sm_clock_mhz=1700.0, temp_c=51.0, mem_used=None,
+                 mem_total=32768 * MiB)},
     ),
     # SYNTHETIC brsmi table (tests/unit/test_vendor_biren.py): "|   0  BR104P  N/A  |",
     # "| N/A   45C   P0   120W / 300W  |   2048MiB / 32768MiB |     35%   Default |";
@@ -550,10 +595,19 @@ def test_nvml_errors_mid_run_through_the_real_cli(runs):
     assert gaps, "UNKNOWN never reached a record"
     assert gaps == list(range(gaps[0], gaps[-1] + 1)), f"None only in one stretch: {utils}"
     gap_t = [h200[i]["t"] for i in gaps]
-    assert unknown_from - 1.5 <= gap_t[0] and gap_t[-1] <= unknown_to + 0.5, gap_t
+    back_t = h200[gaps[-1] + 1]["t"]  # the first record after the stretch (utils[-1] is not None)
     assert {u for u in utils if u is not None} == {98.0}  # the H200's fake value, unchanged
     (lost,) = res.events("card_lost")
-    assert lost["card"] == 1 and lose_at - 1.5 <= lost["t"] <= lose_at + 1.0, lost
+    assert lost["card"] == 1
+    # The recording's t and the shim's clock have different origins, apart by an amount
+    # that varies with load (the shim starts when sattui first imports pynvml), so where
+    # the stretch lies is checked against the loss, timed by the same shim clock: their
+    # distances in the recording do not depend on the origins. Each is seen at the first
+    # card tick after it happens (ticks CARD_DT apart).
+    lo, hi = lose_at - unknown_from - CARD_DT - TICK_SLACK_S, lose_at - unknown_from + CARD_DT + TICK_SLACK_S
+    assert lo <= lost["t"] - gap_t[0] <= hi, ("None began away from UNKNOWN_FROM_S", gap_t, lost["t"])
+    assert gap_t[-1] <= lost["t"] + (unknown_to - lose_at) + TICK_SLACK_S, ("None outlived UNKNOWN_TO_S", gap_t)
+    assert back_t <= lost["t"] + (unknown_to - lose_at) + CARD_DT + TICK_SLACK_S, ("came back late", back_t)
     assert len(a100) >= 3 and all(r["t"] < lost["t"] for r in a100)
     assert all({k: r[k] for k in NVML_A100} == NVML_A100 for r in a100)
     assert h200[-1]["t"] >= NVML_FAULTS_DURATION - 1.0, "the H200 stopped with the A100"

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from sattui.recording import RecordingReader
-from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
+from tests.e2e.conftest import REPO, py_spy_on, run_sattui, sattui_cmd
 
 
 def _one_line_error(r: subprocess.CompletedProcess[str]) -> str:
@@ -129,4 +129,8 @@ def test_signal_stops_recording_leaving_a_readable_file(trainer_factory, tmp_pat
     assert recs[-1]["ended_by"] == sig.name
     assert any(x["kind"] == "stacks" for x in recs)
     assert tr.proc.poll() is None, "sattui must not stop a trainer it only attached to"
-    assert not [c for c in psutil.Process().children(recursive=True) if c.name() == "py-spy"]
+    # Machine-wide: a py-spy left behind is no child of this test (its own session).
+    left = py_spy_on(tr.pid)
+    for x in left:
+        x.kill()
+    assert left == [], "py-spy outlived sattui"

@@ -16,6 +16,7 @@ from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import State
+from sattui.view.lines import BLOCKS, DOTS
 from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 from tests.functional.conftest import FIXTURE, replay
@@ -76,10 +77,18 @@ async def test_state_strip_shares_the_card_strip_time_axis(session):
         assert sum(len(t) for t, _ in state.body) == cols.body
         cells_u = "".join(t for t, _ in util.body)
         cells_s = "".join(t for t, _ in state.body)
-        dips = [k for k, c in enumerate(cells_u) if c == "▁"]
-        assert dips, cells_u
-        # A bucket whose minimum is a dip holds (part of) a data wait.
-        assert all(cells_s[k] == State("data_wait").glyph for k in dips), (cells_u, cells_s)
+        dips = [k for k, c in enumerate(cells_u) if c in DOTS]
+        solid = [k for k, c in enumerate(cells_u) if c in BLOCKS]
+        assert dips and solid, cells_u
+        # A bucket drawn dotted (a sample in it fell under 50 %) stands over a data wait,
+        # or next to one (a half-second sample can straddle a bucket's edge); a solid one
+        # (busy throughout) over none.
+        wait = State("data_wait").glyph
+        assert all(wait in cells_s[max(0, k - 1):k + 2] for k in dips), (cells_u, cells_s)
+        assert all(cells_s[k] != wait for k in solid), (cells_u, cells_s)
+        assert sum(cells_s[k] == wait for k in dips) >= 0.7 * len(dips), (cells_u, cells_s)
+        # The bar is the mean: a bucket half in a wait stands taller than one wholly in it.
+        assert len({c for c in cells_u if c in DOTS}) > 1, cells_u
         texts = [s.text for s in chart._strips]
         row_u = texts[chart.lines.index(util)]
         row_s = texts[chart.lines.index(state)]
@@ -112,7 +121,7 @@ async def test_enter_and_digit_open_the_card_screen_and_escape_goes_back(session
         await settle(pilot)
         assert isinstance(app.screen, CardScreen) and app.screen.card == 0
         text = "\n".join(chart_text(app))
-        for label in ("util % (min)", "SM % (min)", "memory", "power", "temperature", "SM clock", "PCIe ↓ rx",
+        for label in ("util %", "SM %", "memory", "power", "temperature", "SM clock", "PCIe ↓ rx",
                       "PCIe ↑ tx", "GpuIdle", "SwPowerCap", "main thread", "processes on this card"):
             assert label in text, label
         assert "0x4" in text  # the decoded bit is named with its mask
@@ -185,10 +194,12 @@ async def test_q_quits():
     app = app_for(replay())
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
+        assert app.is_running and app.return_code is None
         await pilot.press("q")
         await pilot.pause()
-    assert app.return_code in (0, None)
-    assert not app.is_running
+        # Checked before run_test's own exit, which would stop any app: the key did it.
+        assert not app.is_running
+        assert app.return_code == 0
 
 
 # -- time -------------------------------------------------------------------------------
@@ -404,5 +415,8 @@ async def test_no_color_stays_readable(monkeypatch, session):
         strip = next(line for line in chart_text(app) if line.startswith("main thread"))
         # Without colour the states still read: one letter each.
         assert State("data_wait").glyph in strip and State("backward").glyph in strip
+        # and a card's dips: dotted bars where the minimum fell under 50 %, solid elsewhere
+        util = next(line for line in chart_text(app) if line.startswith("0 SIMULATED"))
+        assert any(c in DOTS for c in util) and any(c in BLOCKS for c in util), util
         svg = app.export_screenshot()
         assert "#d7263d" not in svg  # the data_wait red is gone; the letters remain

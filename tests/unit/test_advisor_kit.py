@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sattui.advisor import AdvisorContext, Window
-from sattui.model import CardSample, Event, Frame, ProcSample, StackSample
+from sattui.model import CardSample, Event, Frame, HostSample, ProcSample, StackSample
 from sattui.timeline import Timeline
 
 PID = 100
@@ -67,12 +67,25 @@ class TL:
     def proc(self, pid: int, role: str, cpu: float | None, state: str = "R", t0: float = 0.0, t1: float = 60.0,
              ppid: int = PID, rank: int | None = None, name: str | None = None, dt: float = 1.0,
              write_Bps: float = 0.0, read_Bps: float = 0.0, run_delay: float | None = None,
-             cpu_main: float | None = None) -> TL:
+             cpu_main: float | None = None, rss: int | Callable[[float], int] = 1000,
+             uss: Callable[[float], int | None] | None = None) -> TL:
+        """Process samples every ``dt``; ``rss`` may be a function of t, ``uss(t)`` None
+        where no USS was read at that tick."""
         t = t0
         while t < t1 - 1e-9:
             nm = name or {"worker": "pt_data_worker", "pin": "pt_data_pin"}.get(role, "python")
-            self.tl.add("proc", pid, t, ProcSample(t, pid, ppid, role, rank, nm, cpu, state, 1000, read_Bps,
-                                                   write_Bps, run_delay=run_delay, cpu_main=cpu_main))
+            self.tl.add("proc", pid, t, ProcSample(t, pid, ppid, role, rank, nm, cpu, state,
+                                                   rss(t) if callable(rss) else rss, read_Bps, write_Bps,
+                                                   run_delay=run_delay, cpu_main=cpu_main,
+                                                   uss=uss(t) if uss is not None else None))
+            t += dt
+        return self
+
+    def host(self, t0: float = 0.0, t1: float = 60.0, dt: float = 1.0, **fields: Any) -> TL:
+        """Host samples (CPU clocks, cgroup throttling) every ``dt``, constant fields."""
+        t = t0
+        while t < t1 - 1e-9:
+            self.tl.add("host", 0, t, HostSample(t=t, **fields))
             t += dt
         return self
 

@@ -126,7 +126,7 @@ def test_api_shapes():
                 "debug_settings", "starved_unattributed", "no_data"}
     assert contract <= ids
     assert ids - contract == {"comm_bound", "low_utilization", "memory_swing", "pcie_saturated_sm_idle",
-                              "util_anomaly"}
+                              "util_anomaly", "memory_growth", "cpu_frequency_low"}
 
 
 def test_every_rule_names_its_anchor_and_threshold():

@@ -506,3 +506,15 @@ def test_parse_collapsed_line_variants():
     assert parse_collapsed_line("thread (9079): MainThread 2") == (9079, "MainThread", (), 2)
     with pytest.raises(ValueError):
         parse_collapsed_line("garbage")
+
+
+def test_docs_list_every_state_and_every_row_of_the_table():
+    from pathlib import Path
+
+    from sattui.states import State
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "states.md").read_text(encoding="utf-8")
+    for s in State:
+        assert f"`{s.value}`" in doc and f"`{s.glyph}`" in doc, s
+    for r in RULES:
+        assert f"`{r.id}`" in doc, f"docs/states.md misses the classifier row {r.id}"

@@ -29,14 +29,20 @@ def _one_line(capsys) -> str:
 
 @pytest.fixture
 def fake_ui(monkeypatch):
-    """Stands in for sattui.app.run_app; ``until`` decides when the "user" quits."""
-    seen: dict = {"sessions": [], "until": lambda s: True}
+    """Stands in for sattui.app.run_app; ``until`` decides when the "user" quits.
+
+    ``met`` says, per session, whether ``until`` came true before the stand-in gave up
+    (20 s): a test asserts it, so a feed that never delivers fails rather than times out
+    into a pass.
+    """
+    seen: dict = {"sessions": [], "until": lambda s: True, "met": []}
 
     def run(session) -> int:
         seen["sessions"].append(session)
         end = time.monotonic() + 20
-        while not seen["until"](session) and time.monotonic() < end:
+        while not (met := bool(seen["until"](session))) and time.monotonic() < end:
             time.sleep(0.05)
+        seen["met"].append(met)
         session.stop()
         code = session.status().trainer_exit_code
         return code if isinstance(code, int) else 0
@@ -87,6 +93,7 @@ def test_monitor_a_pid(fake_ui, tmp_path):
         out = tmp_path / "rec.jsonl"
         fake_ui["until"] = lambda s: bool(s.processes(0.0, s.now() + 1))
         assert cli.main(["--pid", str(p.pid), "--backend", "none", "--interval", "0.2", "--record", str(out)]) == 0
+        assert fake_ui["met"] == [True], "the live feed never showed the process"
         (s,) = fake_ui["sessions"]
         assert isinstance(s, LiveSession) and s.pid == p.pid and s.record_path == str(out)
         assert p.poll() is None  # not ours: left running
@@ -102,6 +109,7 @@ def test_monitor_a_command_returns_its_exit_code(fake_ui, tmp_path, capsys):
     fake_ui["until"] = lambda s: s.status().trainer_exit_code is not None
     code = cli.main(["--backend", "none", "--interval", "0.2", "--trainer-log", str(log), "--",
                      "sh", "-c", "echo out; exit 5"])
+    assert fake_ui["met"] == [True], "the session never saw the command exit"
     assert code == 5
     assert "out" in log.read_text()
     assert str(log) in capsys.readouterr().err
@@ -112,7 +120,22 @@ def test_demo_starts_the_trainer_on_the_sim_card_and_stops_it(fake_ui):
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     fake_ui["until"] = lambda s: bool(s.header.get("cards")) and bool(s.processes(0.0, s.now() + 1))
     assert cli.main(["demo", "--scenario", "healthy", "--interval", "0.5"]) == 0
+    assert fake_ui["met"] == [True], "the demo never showed the sim card and the trainer"
     (s,) = fake_ui["sessions"]
     assert s.simulated and s.header["backend"] == "sim"
     assert "--sim-card" in s.command and "compute_bound" in s.command
     assert {c.pid for c in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_no_arguments_without_an_accelerator_points_at_the_demo_and_pid(capsys, fake_ui):
+    from sattui.vendors.base import probe_all
+
+    if any(p.available for p in probe_all()):
+        pytest.skip("this machine has an accelerator: `sattui` alone watches its cards")
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert "sattui demo" in err and "sattui --pid PID" in err and "sattui doctor" in err, err
+    # Where to go, not the list of every backend that found nothing (doctor has that).
+    assert "nvml" not in err and "rocm" not in err and "error" not in err, err
+    assert all(len(line) <= 80 for line in err.splitlines())
+    assert fake_ui["sessions"] == []

@@ -224,3 +224,24 @@ def test_the_loader_shutting_its_workers_down_at_the_end_is_not_a_restart():
     k = TL().main(cpu=0.5).proc(201, "worker", 0.95, t0=0, t1=35).stacks({"data_wait": 0.5, "forward": 0.5})
     s = shares(k, ctx(cpu_count=2))
     assert "worker_respawn" not in s and near(s["worker_busy"], 0.5 * 25 / WALL, 0.03)
+
+
+def test_the_books_running_window_equals_summing_its_bins():
+    import random
+
+    from sattui.advisor.ledger import CardLedger, JobLedger, LedgerBook, RankLedger, total
+
+    rnd = random.Random(7)
+    book = LedgerBook()
+    for b in range(400):
+        j = JobLedger(gpu_job=True)
+        j.ranks[1] = RankLedger(1, None, 1.0, {"forward": 0.4, "data_wait": 0.6}, {"worker_busy": rnd.random() * 0.6},
+                                {"worker_busy": {"data_wait": 0.3}})
+        j.cards[0] = CardLedger(0, 1, None, 1.0, rnd.random(), {"data_wait": 0.2}, {"worker_busy": 0.2})
+        book._bins[b] = j
+    for t1 in range(130, 400, 5):
+        got = book.window(t1 - 120.0, t1 + 0.5, gpu_job=True)
+        want = total((book._bins[b] for b in range(t1 - 120, t1)), gpu_job=True)
+        assert near(got.ranks[1].causes_s["worker_busy"], want.ranks[1].causes_s["worker_busy"], 1e-6)
+        assert near(got.cards[0].idle_s, want.cards[0].idle_s, 1e-6)
+        assert near(got.ranks[1].wall_s, 120.0, 1e-6)

@@ -114,14 +114,63 @@ def test_foreign_empty_or_newer_files_are_rejected(tmp_path, content, match):
         RecordingReader(str(p))
 
 
-def test_unknown_kind_and_missing_t_name_the_line(tmp_path):
+def test_a_kind_from_a_newer_sattui_is_skipped_with_one_warning_per_kind(tmp_path):
+    # Kinds are added without a new format version (docs/format.md): this reader skips
+    # the ones it does not know, and says so once per kind, with the count.
     p = str(tmp_path / "r.jsonl")
-    _write(p, json.dumps(_header()) + '\n{"kind":"weird","t":1}\n')
-    with pytest.raises(RecordingError, match="line 2: unknown record kind 'weird'"):
+    _write(p, json.dumps(_header()) + '\n{"kind":"gpu_topology","t":1,"x":[1]}\n'
+           '{"kind":"event","t":2,"type":"a","message":"b"}\n{"kind":"gpu_topology","t":3}\n')
+    r = RecordingReader(p)
+    assert [x["kind"] for x in r.records()] == ["event"]
+    assert r.warnings == [f"{p}: 2 record(s) of kind 'gpu_topology' skipped: a newer sattui wrote them"]
+
+
+@pytest.mark.parametrize("line,match", [
+    ('{"kind":"weird"}', "line 2: unknown record kind 'weird'"),  # no time: not a record
+    ('{"kind":"Not A Kind!","t":1}', "line 2: unknown record kind 'Not A Kind!'"),
+    ('{"kind":3,"t":1}', "line 2: unknown record kind 3"),
+    ('{"t":1}', "line 2: unknown record kind None"),
+    ('[1, 2]', "line 2: unknown record kind 'list'"),
+    ('{"kind":"proc"}', "line 2: record without a time"),
+])
+def test_damaged_kinds_and_missing_t_name_the_line(tmp_path, line, match):
+    p = str(tmp_path / "r.jsonl")
+    _write(p, json.dumps(_header()) + "\n" + line + "\n")
+    with pytest.raises(RecordingError, match=match):
         list(RecordingReader(p).records())
-    _write(p, json.dumps(_header()) + '\n{"kind":"proc"}\n')
-    with pytest.raises(RecordingError, match="line 2: record without a time"):
-        list(RecordingReader(p).records())
+
+
+def test_host_and_worker_stack_records_roundtrip_and_are_checked(tmp_path):
+    from sattui.model import HostSample, WorkerStack
+
+    p = str(tmp_path / "r.jsonl")
+    w = RecordingWriter(p, _header())
+    w.write(HostSample(1.0, cpu_busy=1.5, cpus=2, cg_version=1, cg_periods=10, cg_throttled_periods=3,
+                       cg_throttled_s=0.02).to_record())
+    w.write(WorkerStack(1.5, 4301, "fetch_wait", (Frame("Items.__getitem__", "/u/ds.py", 56),),
+                        active=False).to_record())
+    w.write(ProcSample(2.0, 4301, 4242, "worker", None, "pt_data_worker", 0.5, "S", 100, 0.0, 0.0,
+                       cpu_main=0.4, run_delay=0.1, uss=4096).to_record())
+    w.close()
+    host, ws, proc = RecordingReader(p).records()
+    assert host["cpu_busy"] == 1.5 and host["freq_mhz"] is None and host["cg_throttled_periods"] == 3
+    assert ws == {"kind": "worker_stack", "t": 1.5, "pid": 4301, "state": "fetch_wait", "active": False,
+                  "frames": [["Items.__getitem__", "/u/ds.py", 56]]}
+    assert (proc["cpu_main"], proc["run_delay"], proc["uss"]) == (0.4, 0.1, 4096)
+    for bad, match in [('{"kind":"host","t":1,"cpu_busy":"2"}', "'cpu_busy' is str, not number or null"),
+                       ('{"kind":"worker_stack","t":1,"pid":1,"state":"idle","frames":[["f"]]}',
+                        "a frame is not"),
+                       ('{"kind":"worker_stack","t":1,"pid":1,"state":"idle","frames":[],"active":1}',
+                        "'active' is int, not boolean or null"),
+                       ('{"kind":"proc","t":1,"pid":1,"uss":1.5}', "'uss' is float, not int or null")]:
+        _write(p, json.dumps(_header()) + "\n" + bad + "\n")
+        with pytest.raises(RecordingError, match=match):
+            list(RecordingReader(p).records())
+
+
+def test_proc_record_leaves_unknown_optional_fields_out():
+    rec = ProcSample(1.0, 1, None, "main", None, "python", None, "R", 1, None, None).to_record()
+    assert not {"nspid", "cpu_main", "run_delay", "uss"} & set(rec)
 
 
 def test_missing_file_and_unwritable_output(tmp_path):

@@ -157,7 +157,6 @@ def test_findings_are_the_newest_evaluation_up_to_the_cursor(tmp_path):
 
 
 def test_replay_judges_a_headless_recording():
-    pytest.importorskip("sattui.advisor.verdict")
     s = ReplaySession(str(STARVED))
     assert s.findings_computed
     rules = [f.rule for f in s.findings()]
@@ -298,7 +297,6 @@ def test_live_session_on_the_sim_card_without_a_trainer(tmp_path):
 
 
 def test_live_session_writes_advisor_findings(monkeypatch, tmp_path):
-    pytest.importorskip("sattui.advisor.verdict")
     import sattui.session as session_mod
 
     monkeypatch.setattr(session_mod, "ADVISOR_PERIOD_S", 0.3)

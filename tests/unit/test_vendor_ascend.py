@@ -118,6 +118,35 @@ def test_910b3_eight_cards_with_common(tmp_path, monkeypatch):
     assert be.take_events() == []
 
 
+F_BUSY16 = FIX / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
+# (AICore %, power W, temp C, HBM used MB) per NPU, from the busy capture's two rows per NPU:
+# "| 0     910B2C | OK | 450.6       78 ..." and "| 0 | 0000:75:01.0  | 100  0 / 0  54735/ 65536 |".
+BUSY16 = {
+    0: (100.0, 450.6, 78.0, 54735), 1: (100.0, 449.7, 77.0, 54712), 2: (0.0, 91.7, 47.0, 54715),
+    3: (0.0, 96.1, 49.0, 54712), 4: (100.0, 450.1, 75.0, 54711), 5: (0.0, 97.4, 48.0, 54712),
+    6: (100.0, 449.8, 75.0, 54713), 7: (100.0, 450.2, 78.0, 54711), 8: (0.0, 96.5, 47.0, 54715),
+    9: (100.0, 450.1, 78.0, 54712), 10: (0.0, 137.4, 49.0, 54710), 11: (0.0, 109.4, 49.0, 54709),
+    12: (0.0, 104.6, 48.0, 54711), 13: (100.0, 450.3, 77.0, 54710), 14: (0.0, 109.6, 45.0, 54710),
+    15: (0.0, 116.9, 54.0, 54710),
+}
+
+
+def test_910b2c_sixteen_busy_cards(tmp_path, monkeypatch):
+    # A real BUSY capture (vllm-ascend issue 4013): seven NPUs at AICore 100 %, nine at 0 %.
+    tool = install_tool(tmp_path, monkeypatch, "npu-smi", by_args={"info": F_BUSY16})
+    be = _backend()
+    assert [c.card for c in be.discover()] == list(range(16))
+    s = _by_card(be.sample())
+    assert sorted(s) == list(range(16))
+    for i, (util, pw, temp, hbm) in BUSY16.items():
+        assert (s[i].util, s[i].power_w, s[i].temp_c) == (util, pw, temp), i
+        assert (s[i].mem_used, s[i].mem_total) == (hbm * MiB, 65536 * MiB), i
+        # "| 0       0 | 265997 | python3 | 51358 |", one such row for every NPU.
+        assert s[i].procs == {"265997": 51358 * MiB}, i
+    # AICore came from the overview: no per-NPU usages call to fill it in.
+    assert [a for a in calls(tool) if "usages" in a] == []
+
+
 def test_usages_fills_a_missing_aicore(tmp_path, monkeypatch):
     # DERIVED: NPU 0's AICore(%) "0" replaced by "-" (a value the chip does not report).
     text = F_8CARD.read_text()

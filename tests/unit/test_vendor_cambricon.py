@@ -98,6 +98,23 @@ def test_versions():
     assert cnmon_version(F_V4.read_text()) == "4.20.11"
 
 
+def test_derived_util_is_read_from_the_util_cell():
+    # DERIVED (not a capture): no public cnmon output of a busy card was found (see
+    # docs/testing.md). The real v5.10.13 output with card 1's Util cell "0%" made
+    # "87%": the value must come from that cell, card 0's stays 0.
+    text = F_V5_13.read_text()
+    row = "|         0000:3D:00.0 | 0%                N/A |"
+    assert text.count(row) == 1
+    r = parse_cnmon(text.replace(row, "|         0000:3D:00.0 | 87%               N/A |"))
+    assert (r[0].util, r[1].util) == (0.0, 87.0)
+    # The older generation's Util column ("| On          v4.20.11 | 0%          N/A       |").
+    old = F_V4.read_text()
+    row4 = "| 2     /   MLU370-X4    v1.1.6 | On          v4.20.11 | 0%          N/A       |"
+    assert old.count(row4) == 1
+    r4 = parse_cnmon(old.replace(row4, row4.replace("| 0%          N/A", "| 100%        N/A")))
+    assert [r4[i].util for i in range(3)] == [0.0, 0.0, 100.0]
+
+
 def test_synthetic_process_rows_and_na_fields():
     # SYNTHETIC (not a capture): the real v5.10.13 fixture with card 1's power and
     # temperature made "N/A" and two invented process rows under the real header.

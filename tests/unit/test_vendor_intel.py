@@ -98,6 +98,55 @@ def test_dump_csv_when_stats_layout_is_unknown(tmp_path, monkeypatch):
     assert calls(tool)[-1][0] == "dump"  # stays on dump, no stats retry each tick
 
 
+DUMP_BUSY = FIX / "xpumcli-dump-d0-m0123_flex170-0x56c0_busy.csv"
+
+
+def test_dump_of_a_busy_flex_170(tmp_path, monkeypatch):
+    # A real BUSY capture (XPU Manager's README, a Flex 170 at ~99.5 %); stats prints
+    # nothing readable here, so the backend reads dump's CSV, through the fake xpu-smi.
+    tool = _intel(tmp_path, monkeypatch, **{"stats -d 0": "", "dump -d 0": DUMP_BUSY})
+    b = IntelBackend()
+    b.discover()
+    (s,) = b.sample()
+    assert b.mode == "dump"
+    assert calls(tool)[-1] == ["dump", "-d", "0", "-m", DUMP_METRICS, "-n", "1"]
+    # The last row "21:23:03.000,    0, 99.65, 119.24, 1700, 51.00" under "GPU Utilization (%),
+    # GPU Power (W), GPU Frequency (MHz), GPU Core Temperature (Celsius Degree)".
+    assert (s.util, s.power_w, s.sm_clock_mhz, s.temp_c) == (99.65, 119.24, 1700.0, 51.0)
+    assert s.mem_used is None  # metric 18 is not in this capture's columns: unknown, not 0
+
+
+DUMP_NA = FIX / "xpu-smi-dump-d3-m0518_util-na_itex-issue64.csv"
+
+
+def test_dump_with_na_utilization_and_memory_used():
+    # Real (intel-extension-for-tensorflow issue 64): "12:39:06.000,    3,  N/A, 87.55, 43020.16"
+    # under "GPU Utilization (%), GPU Memory Utilization (%), GPU Memory Used (MiB)".
+    (r,) = parse_xpu_dump_csv(DUMP_NA.read_text()).values()
+    assert r.index == 3
+    assert r.util is None  # "N/A": unknown, never 0
+    # A column sattui does not read ("GPU Memory Utilization") sits before one it does.
+    assert r.mem_used == round(43020.16 * MiB)
+    assert r.dram_active is None  # memory *utilization* is not DRAM bandwidth
+
+
+def test_dump_of_one_row_as_the_backend_asks_for():
+    # DERIVED: the backend runs "dump ... -n 1", which prints the header and one row; here
+    # the busy capture cut after its first row "21:23:00.000,    0, 99.55, 119.61, 1800, 49.00".
+    header, first = DUMP_BUSY.read_text().splitlines()[:2]
+    r = parse_xpu_dump_csv(header + "\n" + first + "\n")[0]
+    assert (r.util, r.power_w, r.sm_clock_mhz, r.temp_c) == (99.55, 119.61, 1800.0, 49.0)
+
+
+def test_stats_with_a_device_but_no_known_row_is_a_parse_error():
+    # DERIVED: the real stats table kept to its Device ID and error-counter rows, none of
+    # which sattui reads: that is a layout it does not know, not a card with no values.
+    keep = [ln for ln in STATS.read_text().splitlines()
+            if ln.startswith("+") or ln.startswith("| Device ID") or "Errors" in ln or ln.startswith("| Reset")]
+    with pytest.raises(ParseError, match="none of the known rows"):
+        parse_xpu_stats("\n".join(keep) + "\n")
+
+
 def test_dump_rows_pick_the_last_per_device():
     # The fixture's rows give power 14.61, 14.59, 14.61, 14.61, 14.61: the last one is kept
     r = parse_xpu_dump_csv(DUMP.read_text())[0]
@@ -192,7 +241,7 @@ def test_stats_that_parsed_once_then_changes_is_an_error(tmp_path, monkeypatch):
 # -- parsers never raise anything but ParseError -------------------------------------------
 
 PARSERS = [parse_xpu_discovery_json, parse_xpu_discovery_detail, parse_xpu_stats, parse_xpu_dump_csv]
-TEXTS = [f.read_text(encoding="utf-8") for f in (DISCOVERY_J, DISCOVERY_D, STATS, DUMP, KUNLUN)]
+TEXTS = [f.read_text(encoding="utf-8") for f in (DISCOVERY_J, DISCOVERY_D, STATS, DUMP, DUMP_BUSY, DUMP_NA, KUNLUN)]
 
 
 def _only_parse_errors(fn, text):

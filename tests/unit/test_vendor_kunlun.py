@@ -180,6 +180,17 @@ def test_kunlun_header_with_an_unknown_table_names_the_driver(tmp_path, monkeypa
     assert_unreadable_output(tmp_path, monkeypatch, "xpu-smi", _backend, text, "xpu-smi driver 5.9.9.9: no XPU table")
 
 
+def test_derived_util_is_read_from_the_xpu_util_cell():
+    # DERIVED (not a capture): no public Kunlunxin xpu-smi table of a busy XPU was found
+    # (see docs/testing.md). The real 8-XPU output with XPU 5's "0%" made "64%" (same
+    # width): the value must come from that XPU's cell, every other XPU stays 0.
+    text = F_8X.read_text()
+    row = "| N/A   42C  N/A     86W / 400W |      0MiB / 98304MiB |      0%      Default |"
+    assert text.count(row) == 1  # XPU 5's second row
+    r = parse_xpu_smi(text.replace(row, row.replace("|      0%      Default |", "|     64%      Default |")))
+    assert [r[i].util for i in range(8)] == [0.0] * 5 + [64.0] + [0.0] * 2
+
+
 def test_synthetic_process_rows():
     # SYNTHETIC (not a capture): the real 8-card output with two invented rows in its
     # real process table, in nvidia-smi's row layout that the header imitates.

@@ -1,0 +1,50 @@
+# The README's two commands, each doing its own set-up on a fresh clone:
+#
+#   make demo    the monitor on the bundled PyTorch trainer and a SIMULATED card
+#   make test    the test suite (`python -m pytest -q` inside .venv)
+#
+# Both create .venv, install the pinned CPU torch (the example trainer and the tests
+# need it; sattui itself never imports it) and sattui with its test extra. That runs
+# once: the stamp below is newer than pyproject.toml and this file until either
+# changes, so a second `make test` starts the tests at once.
+#
+# People who add sattui to their own training environment do not need any of this:
+# `pip install .` there (README, "Install").
+#
+# CI (.ci/run) also runs `make lint` when this file has that target (ruff, mypy).
+
+PYTHON ?= python3
+VENV ?= .venv
+# Pinned: this exact CPU build is the one the tests were written against, and an
+# unpinned torch pulls several GB of CUDA wheels. Extra pip arguments for it (for
+# example `--index-url https://download.pytorch.org/whl/cpu`) go in TORCH_PIP_ARGS.
+TORCH := torch==2.13.0
+TORCH_PIP_ARGS ?=
+# Extra arguments to pytest: `make test PYTEST_ARGS="-x tests/unit"`.
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.sattui-installed
+
+.PHONY: demo test setup lint
+
+demo: $(STAMP)
+	$(BIN)/sattui demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+# The layering rule (Textual only in the front end), import order, the usual bug
+# patterns (ruff, configured in pyproject.toml) and the types (mypy).
+lint: $(STAMP)
+	$(BIN)/ruff check sattui tests bench scripts
+	$(BIN)/mypy
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_PIP_ARGS) $(TORCH)
+	$(BIN)/python -m pip install -q -e '.[test,lint]'
+	@touch $@

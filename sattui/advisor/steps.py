@@ -1,0 +1,211 @@
+"""Training steps seen from outside, in a rank's main-thread spans.
+
+A step begins where the loop gets its batch: each return from the DataLoader's
+``__next__`` into the step is a main-thread transition out of ``data_wait`` or
+``data_inline`` into one of the step's own states (forward, backward, …). Where the wait
+was too short for the sampler to catch, a step shows as a second ``forward`` after the
+first one of the current step (a ``forward`` → ``backward`` → ``forward`` cycle with no
+wait sampled between): that is a step boundary too. Nothing else is: a phase such as
+``eval`` or ``checkpoint`` between two steps neither begins nor ends one.
+
+The time between two boundaries is one step's length. Lengths are kept in a histogram
+of 5 % wide logarithmic buckets, so a run's spread costs a few hundred integers
+however long it runs; p50 and p90 are read from it.
+
+Seeing a boundary needs its two sides sampled: the wait and the step's first state, or
+a forward pass and what came before it. A phase shorter than the sampling period is
+caught only now and then, and the steps around a missed one merge into one long "step".
+Whether a phase is always caught is told from the samples themselves: each time it is
+seen, it lasts a whole number of sampling periods, and a phase caught only now and then
+is seen for a single one. So the median length of a phase's sightings (kept in a
+histogram too) is at least :data:`MIN_PHASE_PERIODS` periods only when it is typically
+that long, and then it is never missed. The figures are given when, for one of the two
+ways of seeing a boundary, both of its phases pass that, and the median step spans at
+least :data:`MIN_PERIODS` periods; else they are ``None`` with the reason. (A median,
+not a mean: one long wait per epoch, a worker restart, must not make the short ones of
+every step look seen.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sattui.states import State
+
+DATA = frozenset({State.DATA_WAIT, State.DATA_INLINE})
+STEP = frozenset({State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER, State.SYNC,
+                  State.H2D_COPY, State.COLLECTIVE})
+# A hole this long in a thread's spans (py-spy restarting, a torn read) breaks the chain:
+# no step is timed across it.
+GAP_S = 0.5
+# The median step must span this many sampling periods for its boundaries to be seen.
+MIN_PERIODS = 3.0
+# A phase whose median sighting lasts this many periods is caught every time (one caught
+# only now and then is seen for a single period).
+MIN_PHASE_PERIODS = 2.0
+# The phases whose sightings are counted (see figures()).
+PHASES = ("data", "step", "forward", "rest")
+# Histogram buckets: lengths within 5 % of each other share one.
+_RATIO = 1.05
+_LOG = math.log(_RATIO)
+
+
+def _phases(st: str | None) -> tuple[str, ...]:
+    if st in DATA:
+        return ("data",)
+    if st == State.FORWARD:
+        return ("step", "forward")
+    if st in STEP:
+        return ("step", "rest")
+    return ()
+
+
+def sightings(spans: Iterable[Any]) -> list[tuple[float, str, float]]:
+    """``(end, phase, length)`` for each time a phase (:data:`PHASES`: the data wait, the
+    step's own states together, its forward pass, the rest of the step) was seen in a
+    thread's spans, from its first span to its last; one still open at the end is left
+    out (it ends in what comes next)."""
+    out: list[tuple[float, str, float]] = []
+    open_: dict[str, list[float]] = {}  # phase -> [start, end]
+    prev_end: float | None = None
+    for s in spans:
+        if s.state is None:
+            continue
+        if prev_end is not None and s.t - prev_end > GAP_S:
+            open_.clear()  # not known to have ended where the hole began
+        prev_end = max(prev_end or s.t, s.t + s.dur)
+        now = _phases(s.state)
+        for ph in [ph for ph in open_ if ph not in now]:
+            a, z = open_.pop(ph)
+            out.append((z, ph, z - a))
+        for ph in now:
+            run = open_.get(ph)
+            if run is None:
+                open_[ph] = [s.t, s.t + s.dur]
+            else:
+                run[1] = s.t + s.dur
+    return out
+
+
+def boundaries(spans: Iterable[Any]) -> list[tuple[float, float | None]]:
+    """``(t, length of the step that ends there)`` for each step boundary in a thread's
+    spans (sorted by ``t``); the length is None where the previous boundary is not known
+    (the first one, or one after a gap)."""
+    out: list[tuple[float, float | None]] = []
+    prev: str | None = None
+    prev_end: float | None = None
+    last: float | None = None
+    seen_forward = False
+    for s in spans:
+        st = s.state
+        if st is None:
+            continue  # a torn sample: its state is unknown, it neither begins nor ends a step
+        if prev_end is not None and s.t - prev_end > GAP_S:
+            prev, last, seen_forward = None, None, False
+        prev_end = max(prev_end or s.t, s.t + s.dur)
+        if st == prev:
+            continue
+        boundary = False
+        if prev in DATA and st in STEP:
+            boundary = True
+            seen_forward = st == State.FORWARD
+        elif st == State.FORWARD:
+            boundary = seen_forward  # a second forward: the wait between was too short to sample
+            seen_forward = True
+        if boundary:
+            out.append((s.t, s.t - last if last is not None else None))
+            last = s.t
+        prev = st
+    return out
+
+
+def bucket(length_s: float) -> int:
+    return round(math.log(max(length_s, 1e-6)) / _LOG)
+
+
+def quantile(hist: dict[int, int], q: float) -> float | None:
+    """The ``q`` quantile of the step lengths in a histogram (nearest rank)."""
+    n = sum(hist.values())
+    if n == 0:
+        return None
+    rank = max(1, math.ceil(q * n))
+    seen = 0
+    for k in sorted(hist):
+        seen += hist[k]
+        if seen >= rank:
+            return _RATIO ** k
+    return None
+
+
+def phase_lengths(seen: dict[str, dict[int, int]]) -> dict[str, float | None]:
+    """Each phase's median sighting (None where it was never seen)."""
+    return {ph: quantile(seen.get(ph, {}), 0.5) for ph in PHASES}
+
+
+def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | None,
+            seen: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
+    """``steps_per_s``, ``step_s_p50``, ``step_s_p90`` of one rank, or None each with
+    ``steps_null_reason`` when the sampling cannot resolve its steps (``seen``: the
+    histograms of the phases' sightings, phase -> bucket -> count)."""
+    nulls: dict[str, Any] = {"steps_per_s": None, "step_s_p50": None, "step_s_p90": None}
+    p50 = quantile(hist, 0.5)
+    if p50 is None or wall_s <= 0:
+        return {**nulls, "steps_null_reason": "no step seen: no return from the DataLoader into the step, and no "
+                                              "repeated forward pass, was sampled"}
+    if rate_hz:
+        period = 1.0 / rate_hz
+        if seen is not None:
+            ln = phase_lengths(seen)
+
+            def caught(*phs: str) -> bool:
+                return all((ln[ph] or 0.0) >= MIN_PHASE_PERIODS * period for ph in phs)
+
+            if not (caught("data", "step") or caught("forward", "rest")):
+                def ms(ph: str) -> str:
+                    v = ln[ph]
+                    return "n/a" if v is None else f"{v * 1000:.0f} ms"
+                return {**nulls, "steps_null_reason": (
+                    f"steps too short to see at {rate_hz:g} Hz: seen, the data wait lasts {ms('data')} (median), "
+                    f"the step's compute {ms('step')}, its forward {ms('forward')} and the rest {ms('rest')}, "
+                    f"against a sampling period of {period * 1000:.0f} ms: some steps are not seen")}
+        if p50 < MIN_PERIODS * period:
+            return {**nulls, "steps_null_reason": f"steps too short to see: the median step seen, {p50:.3f} s, "
+                                                  f"is under {MIN_PERIODS:.0f} sampling periods "
+                                                  f"({MIN_PERIODS * period:.3f} s at {rate_hz:g} Hz)"}
+    p90 = quantile(hist, 0.9)
+    return {"steps_per_s": round(steps / wall_s, 3), "step_s_p50": round(p50, 4),
+            "step_s_p90": round(p90, 4) if p90 is not None else None}
+
+
+Bin = tuple[int, dict[int, int], dict[str, dict[int, int]]]
+
+
+def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int, Bin]:
+    """The boundaries and sightings in ``[lo, hi)`` by bin: ``{bin: (steps, histogram of
+    their lengths, {phase: histogram of its sightings' lengths})}`` (a sighting counts in
+    the bin it ends in). ``spans`` should start well before ``lo`` so the chain is in step
+    by then."""
+    out: dict[int, Bin] = {}
+
+    def at(t: float) -> Bin:
+        b = math.floor(t / bin_s)
+        got = out.get(b)
+        if got is None:
+            got = out[b] = (0, {}, {})
+        return got
+
+    for t, length in boundaries(spans):
+        if lo <= t < hi:
+            n, hist, seen = at(t)
+            if length is not None:
+                k = bucket(length)
+                hist[k] = hist.get(k, 0) + 1
+            out[math.floor(t / bin_s)] = (n + 1, hist, seen)
+    for t, ph, length in sightings(spans):
+        if lo <= t < hi:
+            h = at(t)[2].setdefault(ph, {})
+            k = bucket(length)
+            h[k] = h.get(k, 0) + 1
+    return out

@@ -1,0 +1,166 @@
+"""The cgroup CPU limit of a process against the cores its DataLoader is told to use.
+
+A container's ``--cpus`` (Kubernetes ``limits.cpu``) is a CFS quota: ``cpu.max`` in
+cgroup v2, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in v1. ``os.cpu_count()`` and
+the affinity mask ignore it, so ``num_workers`` sized from them oversubscribes the
+quota, and every process of the trainer is throttled together when it runs out. The
+limit that counts is the tightest along the cgroup's path up to the hierarchy's root.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from sattui.hostcheck.base import Check, read_text
+from sattui.hostcheck.mounts import Mount, mounts_of
+from sattui.hostcheck.target import Target
+
+FIX_LIMIT = "raise the limit (`docker run --cpus=N`; Kubernetes `resources.limits.cpu`)"
+
+
+@dataclass
+class CpuLimit:
+    version: int | None  # 1 or 2; None when no cpu controller was found for the process
+    cgroup: str | None  # its cgroup's directory, as sattui sees the hierarchy
+    cpus: float | None  # quota / period; None: no limit
+    set_by: str | None  # the file that sets that limit
+    nr_periods: int | None = None
+    nr_throttled: int | None = None
+
+
+def parse_proc_cgroup(text: str) -> list[tuple[str, list[str], str]]:
+    """``/proc/PID/cgroup`` lines ``ID:CONTROLLERS:PATH`` (v2: ``0::PATH``)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[0], [c for c in parts[1].split(",") if c], parts[2]))
+    return out
+
+
+def _under(mount: Mount, path: str) -> str | None:
+    root = mount.root.rstrip("/")
+    if path != root and not path.startswith(root + "/") and root:
+        return None  # the process's cgroup is outside what this mount shows
+    rel = path[len(root):].lstrip("/")
+    return os.path.join(mount.mount_point, rel) if rel else mount.mount_point
+
+
+def cpu_cgroup(pid: int | str, mounts: list[Mount]) -> tuple[int, str, str] | None:
+    """(version, the process's cgroup dir, the hierarchy's mount point) for its CPU controller."""
+    lines = parse_proc_cgroup(read_text(f"/proc/{pid}/cgroup") or "")
+    for _, controllers, path in lines:
+        if "cpu" in controllers:
+            for m in mounts:
+                if m.fstype == "cgroup" and "cpu" in m.super_options.split(","):
+                    d = _under(m, path)
+                    if d is not None:
+                        return 1, d, m.mount_point
+    for hid, controllers, path in lines:
+        if hid == "0" and not controllers:
+            for m in mounts:
+                if m.fstype == "cgroup2":
+                    d = _under(m, path)
+                    if d is not None and "cpu" in (read_text(os.path.join(m.mount_point, "cgroup.controllers"))
+                                                   or "").split():
+                        return 2, d, m.mount_point
+    return None
+
+
+def _quota(version: int, d: str) -> tuple[float | None, str | None]:
+    if version == 2:
+        f = os.path.join(d, "cpu.max")
+        parts = (read_text(f) or "").split()
+        if len(parts) == 2 and parts[0] != "max":
+            try:
+                return int(parts[0]) / int(parts[1]), f
+            except (ValueError, ZeroDivisionError):
+                return None, None
+        return None, None
+    f = os.path.join(d, "cpu.cfs_quota_us")
+    try:
+        quota = int((read_text(f) or "").strip())
+        period = int((read_text(os.path.join(d, "cpu.cfs_period_us")) or "").strip())
+    except ValueError:
+        return None, None
+    return (quota / period, f) if quota > 0 and period > 0 else (None, None)
+
+
+def tightest(version: int, leaf: str, top: str) -> tuple[float, str] | None:
+    """The smallest quota from ``leaf`` up to ``top`` (the hierarchy's root): (CPUs, file)."""
+    best: tuple[float, str] | None = None
+    d, top = os.path.normpath(leaf), os.path.normpath(top)
+    while True:
+        cpus, f = _quota(version, d)
+        if cpus is not None and f is not None and (best is None or cpus < best[0]):
+            best = (cpus, f)
+        if d == top or len(d) <= len(top):
+            return best
+        d = os.path.dirname(d)
+
+
+def cpu_limit(pid: int | str = "self") -> CpuLimit:
+    found = cpu_cgroup(pid, mounts_of(None))
+    if found is None:
+        return CpuLimit(None, None, None, None)
+    version, leaf, top = found
+    best = tightest(version, leaf, top)
+    lim = CpuLimit(version, leaf, best[0] if best else None, best[1] if best else None)
+    if best:
+        stat = dict(line.split(None, 1) for line in (read_text(os.path.join(os.path.dirname(best[1]), "cpu.stat"))
+                                                      or "").splitlines() if " " in line)
+        try:
+            lim.nr_periods, lim.nr_throttled = int(stat["nr_periods"]), int(stat["nr_throttled"])
+        except (KeyError, ValueError):
+            pass
+    return lim
+
+
+def _throttled(lim: CpuLimit) -> str:
+    if lim.nr_periods:
+        share = 100 * (lim.nr_throttled or 0) / lim.nr_periods
+        return f"; throttled in {share:.0f} % of its {lim.nr_periods} periods so far"
+    return ""
+
+
+def check_cgroup_cpu(target: Target | None) -> Check:
+    pid = target.pid if target else None
+    lim = cpu_limit(pid if pid is not None else "self")
+    try:
+        affinity = len(os.sched_getaffinity(pid or 0))
+    except OSError:
+        affinity = os.cpu_count() or 1
+    details = {"cgroup_version": lim.version, "cgroup": lim.cgroup, "limit_cpus": lim.cpus, "set_by": lim.set_by,
+               "nr_periods": lim.nr_periods, "nr_throttled": lim.nr_throttled, "affinity_cpus": affinity}
+    limit = f"a cgroup v{lim.version} CPU limit of {lim.cpus:g} CPUs ({lim.set_by})" if lim.cpus else None
+    if target is None:
+        n = os.cpu_count() or affinity
+        details["cpu_count"] = n
+        if lim.cpus is not None and lim.cpus < n:
+            return Check("cgroup_cpu", "info", f"sattui's container has {limit}, though os.cpu_count() says {n}"
+                         f"{_throttled(lim)}", f"size DataLoader num_workers by the limit (at most "
+                         f"{max(0, math.floor(lim.cpus) - 1)} beside the main process), not by os.cpu_count()",
+                         details)
+        if lim.version is None:
+            return Check("cgroup_cpu", "info", f"no cgroup CPU controller found for sattui; {affinity} CPUs in its "
+                         "affinity", None, details)
+        return Check("cgroup_cpu", "ok", f"no cgroup CPU limit (cgroup v{lim.version}); {affinity} CPUs in the "
+                     "affinity", None, details)
+    mains, workers = len(target.trainers), len(target.workers)
+    want = mains + workers
+    details.update(main_processes=mains, dataloader_workers=workers, cores_wanted=want)
+    who = (f"its {mains} main process{'es' if mains > 1 else ''} and {workers} DataLoader worker(s) want "
+           f"{want} core{'s' if want > 1 else ''}")
+    if lim.cpus is not None and lim.cpus < want:
+        room = max(0, math.floor(lim.cpus) - mains)
+        return Check("cgroup_cpu", "warn", f"the trainer has {limit}; {who}{_throttled(lim)}",
+                     f"num_workers={room} per process, or {FIX_LIMIT}", details)
+    if affinity < want:
+        return Check("cgroup_cpu", "warn", f"the trainer may use {affinity} CPUs (its CPU affinity); {who}",
+                     f"num_workers={max(0, affinity - mains)} per process, or give it more CPUs (`docker run "
+                     "--cpuset-cpus`, taskset)", details)
+    have = limit or (f"no cgroup CPU limit (cgroup v{lim.version})" if lim.version else "no cgroup CPU controller")
+    return Check("cgroup_cpu", "ok", f"the trainer has {have} and {affinity} CPUs in its affinity; {who}", None,
+                 details)

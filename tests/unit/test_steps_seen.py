@@ -1,0 +1,127 @@
+"""Steps seen from outside (sattui/advisor/steps.py) on hand-made main-thread spans, and
+through the ledger to the report's ``trainer.ranks[]`` figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from sattui.advisor import ledger
+from sattui.advisor import steps as st
+from sattui.model import StackSample
+from sattui.report import add_ledger
+from tests.unit.test_advisor_kit import FRAMES, PID, TL, ctx
+
+
+def spans(seq: list[tuple[str | None, float]], t0: float = 0.0) -> list[StackSample]:
+    out, t = [], t0
+    for state, dur in seq:
+        out.append(StackSample(round(t, 6), dur, PID, PID, "MainThread", True,
+                               FRAMES.get(state or "other", FRAMES["other"]), state=state))
+        t += dur
+    return out
+
+
+def cycle(n: int, wait: float, fwd: float, bwd: float, opt: float) -> list[tuple[str | None, float]]:
+    seq: list[tuple[str | None, float]] = []
+    for _ in range(n):
+        if wait:
+            seq.append(("data_wait", wait))
+        seq += [("forward", fwd), ("backward", bwd), ("optimizer", opt)]
+    return seq
+
+
+def test_a_return_from_the_loader_into_the_step_marks_a_step():
+    b = st.boundaries(spans(cycle(5, 0.1, 0.1, 0.2, 0.1)))
+    assert len(b) == 5
+    assert b[0][1] is None and all(abs(length - 0.5) < 1e-9 for _, length in b[1:])
+
+
+def test_a_second_forward_marks_a_step_whose_wait_was_not_sampled():
+    # waits too short to sample: forward → backward → optimizer → forward … still steps
+    b = st.boundaries(spans(cycle(6, 0.0, 0.1, 0.2, 0.1)))
+    assert len(b) == 5 and all(abs(length - 0.4) < 1e-9 for _, length in b[1:])
+    # zero_grad ("other") between the wait and the forward is one boundary, not two
+    seq = []
+    for _ in range(4):
+        seq += [("data_wait", 0.1), ("other", 0.05), ("forward", 0.1), ("backward", 0.2)]
+    b = st.boundaries(spans(seq))
+    assert len(b) == 4 and all(abs(length - 0.45) < 1e-9 for _, length in b[1:])
+
+
+def test_phases_between_steps_and_torn_samples_neither_begin_nor_end_one():
+    seq = cycle(2, 0.1, 0.1, 0.2, 0.1) + [("eval", 1.0), (None, 0.05)] + cycle(2, 0.1, 0.1, 0.2, 0.1)
+    b = st.boundaries(spans(seq))
+    assert len(b) == 4
+    assert abs(b[2][1] - 1.55) < 1e-9  # the step that held the evaluation pass is that long
+
+
+def test_sightings_are_whole_runs_of_a_phase():
+    got = st.sightings(spans(cycle(3, 0.1, 0.1, 0.2, 0.1)))
+    data = [x for x in got if x[1] == "data"]
+    step = [x for x in got if x[1] == "step"]
+    assert len(data) == 3 and all(abs(length - 0.1) < 1e-9 for _, _, length in data)
+    # the last step's compute is still open at the end: it ends in what comes next
+    assert len(step) == 2 and all(abs(length - 0.4) < 1e-9 for _, _, length in step)
+    assert len([x for x in got if x[1] == "forward"]) == 3
+
+
+def test_no_step_is_timed_across_a_sampling_gap():
+    a = spans(cycle(3, 0.1, 0.1, 0.2, 0.1))
+    later = spans(cycle(3, 0.1, 0.1, 0.2, 0.1), t0=a[-1].t + a[-1].dur + 2.0)
+    b = st.boundaries(a + later)
+    assert len(b) == 6 and b[3][1] is None
+
+
+def test_histogram_quantiles_within_five_percent():
+    hist: dict[int, int] = {}
+    lengths = [0.1 * (1 + i / 100) for i in range(100)]
+    for x in lengths:
+        k = st.bucket(x)
+        hist[k] = hist.get(k, 0) + 1
+    assert st.quantile(hist, 0.5) == pytest.approx(0.15, rel=0.05)
+    assert st.quantile(hist, 0.9) == pytest.approx(0.19, rel=0.05)
+    assert st.quantile({}, 0.5) is None
+
+
+def test_too_short_to_see_is_null_with_a_reason():
+    # steps long enough: figures
+    f = st.figures(100, {st.bucket(0.5): 100}, 50.0, 20.0,
+                   {"data": {st.bucket(0.1): 100}, "step": {st.bucket(0.4): 100}, "forward": {st.bucket(0.1): 100},
+                    "rest": {st.bucket(0.3): 100}})
+    assert f["steps_per_s"] == 2.0 and f["step_s_p50"] == pytest.approx(0.5, rel=0.05)
+    # the median step under 3 sampling periods
+    f = st.figures(100, {st.bucket(0.12): 100}, 12.0, 20.0)
+    assert f["steps_per_s"] is None and f["step_s_p50"] is None and "3 sampling periods" in f["steps_null_reason"]
+    # the step's compute seen for one sampling period at a time, the forward too: some
+    # steps were missed; a few long waits (worker restarts) do not make the short ones seen
+    f = st.figures(20, {st.bucket(0.5): 20}, 12.0, 20.0,
+                   {"data": {st.bucket(0.05): 15, st.bucket(3.0): 5}, "step": {st.bucket(0.05): 20},
+                    "forward": {st.bucket(0.05): 10}, "rest": {st.bucket(0.05): 12}})
+    assert f["steps_per_s"] is None and "too short to see at 20 Hz" in f["steps_null_reason"]
+    f = st.figures(0, {}, 12.0, 20.0)
+    assert f["steps_per_s"] is None and "no step seen" in f["steps_null_reason"]
+
+
+def test_the_ledger_counts_steps_per_bin_and_the_report_gives_them_per_rank():
+    # 0.5 s steps (0.1 wait, 0.4 compute): two a second, each bin holding its boundaries
+    k = TL().main()
+    k.stacks({"data_wait": 0.2, "forward": 0.2, "backward": 0.4, "optimizer": 0.2}, step=0.5)
+    w = k.window(ctx())
+    job = ledger.build(w)
+    r = job.ranks[PID]
+    assert r.steps == pytest.approx(60, abs=1)  # 30 s × 2 steps/s
+    assert sum(r.step_hist.values()) == pytest.approx(r.steps, abs=1)
+    # bin by bin, as the LedgerBook computes them, gives the same totals
+    bins = ledger.build_bins(w, 10.0, 40.0)
+    assert sum(j.ranks[PID].steps for j in bins.values() if PID in j.ranks) == r.steps
+    rep = {"trainer": {"sampler": {"rate_hz": 20.0}}, "cards": []}
+    add_ledger(rep, job)
+    got = rep["trainer"]["ranks"][0]
+    assert got["steps_per_s"] == pytest.approx(2.0, rel=0.05)
+    assert got["step_s_p50"] == pytest.approx(0.5, rel=0.05) and got["step_s_p90"] == pytest.approx(0.5, rel=0.05)
+    assert "steps_null_reason" not in got
+    # the same loop sampled at 2 Hz: too short to see
+    rep = {"trainer": {"sampler": {"rate_hz": 2.0}}, "cards": []}
+    add_ledger(rep, job)
+    assert rep["trainer"]["ranks"][0]["steps_per_s"] is None
+    assert rep["trainer"]["ranks"][0]["steps_null_reason"]
