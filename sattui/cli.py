@@ -475,6 +475,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
     check_url(args.prometheus)
     poller = ClusterPoller(args.prometheus, args.job, args.run)
+    # One read before the screen opens: a wrong or unreachable URL is a one-line error
+    # here; once the screen is up, a failing read is said on it and the last data stays.
+    poller.client.query("vector(1)")
     try:
         from sattui.screens.cluster import run_cluster
     except ImportError as e:

@@ -1,10 +1,11 @@
-"""``sattui cluster``'s model, without Textual: a poller reading Prometheus in its own
+"""``sattui cluster``'s model, without Textual: a poller reading Prometheus off the UI
 thread, and the lines of the job's screen (one block per host on one time axis).
 
-The poller (:class:`ClusterPoller`) reads the job's series every ``POLL_S``, the
-verdict's aggregates every ``VERDICT_S`` (judge.py over the view's window), and the
-open host's detail for its one-node screens. A failed read (Prometheus down, slow,
-garbage) is kept as ``error`` and said on screen; the last good data stays.
+The poller (:class:`ClusterPoller`; the app runs :meth:`ClusterPoller.run` as a Textual
+thread worker) reads the job's series every ``POLL_S``, the verdict's aggregates every
+``VERDICT_S`` (judge.py over the view's window), and the open host's detail for its
+one-node screens. A failed read (Prometheus down, slow, garbage) is kept as ``error``
+and said on screen; the last good data stays.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class Snapshot:
 
 
 class ClusterPoller:
-    """Reads the job in a daemon thread; the UI takes :meth:`snapshot` (cheap, locked)."""
+    """Reads the job in :meth:`run` (the app runs it as a Textual thread worker); the UI
+    takes :meth:`snapshot` (cheap, locked)."""
 
     def __init__(self, url: str, job: str | None = None, run_id: str | None = None, *,
                  timeout_s: float = 5.0, on_update: Callable[[], None] | None = None,
@@ -56,19 +58,12 @@ class ClusterPoller:
         self._snap = Snapshot(None, None, [], None, None)
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._next_verdict = 0.0
 
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="sattui-cluster", daemon=True)
-            self._thread.start()
-
     def stop(self) -> None:
+        """End :meth:`run` (within one read's timeout)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(self.client.timeout_s * 3 + 5)
 
     def poke(self) -> None:
         """Read now (a host was opened, the window changed)."""
@@ -110,18 +105,26 @@ class ClusterPoller:
         if self.on_update is not None:
             self.on_update()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def run(self, cancelled: threading.Event | None = None) -> None:
+        """Read every ``POLL_S`` until :meth:`stop` or ``cancelled`` (the Textual worker's
+        cancel event): the body of the app's thread worker, never the UI thread."""
+        def done() -> bool:
+            return self._stop.is_set() or (cancelled is not None and cancelled.is_set())
+
+        while not done():
             try:
                 self.poll_once()
-            except Exception as e:  # a bug here must say so on screen, not kill the thread silently
+            except Exception as e:  # a bug here must say so on screen, not end the reads silently
                 with self._lock:
                     old = self._snap
                     self._snap = Snapshot(old.data, old.verdict, old.findings,
                                           f"reading Prometheus failed: {type(e).__name__}: {e}", old.read_at)
                 if self.on_update is not None:
                     self.on_update()
-            self._wake.wait(POLL_S)
+            # In slices, so that a cancel (the app quitting) ends the loop promptly.
+            end = time.monotonic() + POLL_S
+            while not done() and not self._wake.is_set() and time.monotonic() < end:
+                self._wake.wait(min(0.25, max(0.0, end - time.monotonic())))
             self._wake.clear()
 
 
@@ -185,7 +188,7 @@ def host_block(h: HostData, axis: Axis, cols: Columns, selected: bool, max_ranks
     shown = ranks if len(ranks) <= max_ranks else ranks[: max(0, max_ranks - 1)]
     for r in shown:
         states = _strip_cells(r.strip, axis)
-        top = _top(r.strip)
+        top = _top(r.steps)
         out.append(Line(label=text(fit(f"  rank {r.rank or '-'}", cols.label), "dim"), body=state_cells(states),
                         value=text(fit(top, cols.value), "dim"), key=f"host:{h.name}"))
     if len(shown) < len(ranks):
@@ -193,6 +196,10 @@ def host_block(h: HostData, axis: Axis, cols: Columns, selected: bool, max_ranks
                                                           axis.n), "dim"), key=f"host:{h.name}"))
     elif not h.sattui:
         out.append(Line(label=text("", ""), body=text(fit("  cards only: no sattui on this host", axis.n), "dim"),
+                        key=f"host:{h.name}"))
+    elif not ranks:
+        # A host's block keeps its height while its ranks' counters fill the look-back.
+        out.append(Line(label=text("", ""), body=text(fit("  no rank in this window yet", axis.n), "dim"),
                         key=f"host:{h.name}"))
     return out
 
@@ -215,20 +222,22 @@ def _strip_cells(strip: list[tuple[float, str | None]], axis: Axis) -> list[str 
     return cells
 
 
-def _top(strip: list[tuple[float, str | None]]) -> str:
-    counts: dict[str, int] = {}
-    for _, st in strip:
-        if st is not None:
-            counts[st] = counts.get(st, 0) + 1
-    if not counts:
+def _top(steps: list[tuple[float, dict[str, float]]]) -> str:
+    """The state with the most seconds over the window, and its share of them (a strip
+    cell shows each step's biggest state only: 50/50 forward/backward is half each here)."""
+    secs: dict[str, float] = {}
+    for _, by in steps:
+        for st, v in by.items():
+            secs[st] = secs.get(st, 0.0) + v
+    total = sum(secs.values())
+    if total <= 0:
         return "no stacks"
-    n = sum(counts.values())
-    best = max(counts, key=lambda k: counts[k])
+    best = max(secs, key=lambda k: secs[k])
     try:
         name = State(best).value
     except ValueError:
         name = best
-    return f"{name} {counts[best] / n:.0%}"
+    return f"{name} {secs[best] / total:.0%}"
 
 
 def ranks_per_host(room: int, hosts: int) -> int:

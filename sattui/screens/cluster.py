@@ -3,8 +3,8 @@ axis (sattui/cluster/view.py draws it), the job's verdict on top. Enter on a hos
 it in the one-node screens (main, card, help), fed from Prometheus through a
 :class:`~sattui.cluster.hostsession.HostSession`; Esc comes back.
 
-Prometheus is read by the poller's thread, never here: the screen only draws the
-poller's latest snapshot, on the app's redraw timer.
+Prometheus is read in a Textual thread worker running the poller, never on the UI
+thread: the screen only draws the poller's latest snapshot, on the app's redraw timer.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.events import Mount
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import get_current_worker
 
 from sattui.app import SattuiApp
 from sattui.cluster.hostsession import HostSession
@@ -29,7 +29,7 @@ from sattui.widgets.timechart import TimeChart
 
 
 class ClusterUpdated(Message):
-    """Posted from the poller's thread after each read."""
+    """Posted from the poller's worker thread after each read."""
 
 
 class ClusterScreen(Screen):
@@ -103,16 +103,23 @@ class ClusterApp(SattuiApp):
         self.poller = poller
         super().__init__(HostSession("-", True, url=poller.url), start_session=False, **kwargs)
 
-    def on_mount(self, event: Mount) -> None:
-        # Textual would run SattuiApp.on_mount after this one (it pushes the main screen).
-        event.prevent_default()
-        self.push_screen(ClusterScreen())
+    def first_screen(self) -> Screen:
+        return ClusterScreen()
 
+    def on_mount(self) -> None:
+        # SattuiApp.on_mount runs after this (Textual calls each class's handler): it opens
+        # first_screen() and starts the redraw timer.
         def on_update() -> None:
             self.post_message(ClusterUpdated())
         self.poller.on_update = on_update
-        self.poller.start()
-        self.set_interval(1.0 / self.redraw_hz, self._on_timer, name="redraw")
+        self.run_worker(self._read, name="prometheus", thread=True, exit_on_error=False)
+
+    def _read(self) -> None:
+        """The thread worker's body: every Prometheus read happens here, off the UI thread."""
+        self.poller.run(get_current_worker().cancelled_event)
+
+    def on_unmount(self) -> None:
+        self.poller.stop()
 
     def on_cluster_updated(self, _msg: ClusterUpdated) -> None:
         self._dirty = True

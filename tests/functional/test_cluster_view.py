@@ -146,11 +146,14 @@ async def test_sixteen_hosts_scroll_and_the_ui_thread_never_reads_prometheus():
             poller.client._get = spy  # type: ignore[method-assign]
             app = ClusterApp(poller, show_clock=False)
             async with app.run_test(size=SIZE) as pilot:
-                await until(pilot, lambda: any("h00" in x for x in screen_lines(app)))
+                # Each host's block is its row and its rank's strip: as many hosts as fit (four at least), the rest scroll.
+                await until(pilot, lambda: any("rank 3" in x for x in screen_lines(app)))
                 main = threading.get_ident()
                 lines = screen_lines(app)
                 assert any("h03" in x for x in lines) and not any("h10" in x for x in lines), lines
                 assert any("of 16" in x for x in lines)
+                # 50/50 forward/backward: the value column gives the window's seconds, not the cells'.
+                assert any(x.startswith("  rank 0") and "50%" in x for x in lines), lines
                 for _ in range(12):
                     await pilot.press("down")
                 await until(pilot, lambda: any("▸h12" in x for x in screen_lines(app)))
