@@ -44,8 +44,9 @@ class HostSession(Session):
 
     def _header(self, cards: list[dict[str, Any]], pid: int | None) -> dict[str, Any]:
         return {"kind": "header", "format": "sattui/1", "host": self.host, "pid": pid,
-                "cmdline": [f"{self.host} ({'sattui' if self.sattui else 'dcgm-exporter, cards only'}, "
-                            f"from Prometheus)"],
+                "cmdline": [self.host],
+                # The header shows this instead of a pid and an uptime (rank pids here are stand-ins).
+                "remote": f"{self.host} ({'sattui' if self.sattui else 'dcgm-exporter: cards only'}) from {self.url}",
                 "backend": "prometheus", "cards": cards}
 
     def load(self, d: HostDetail) -> None:

@@ -145,9 +145,14 @@ class ClusterApp(SattuiApp):
         self.push_screen(MainScreen())
 
     def action_go_back(self) -> None:
+        if isinstance(self.screen, ClusterScreen):
+            return
         if isinstance(self.screen, MainScreen):
             self.poller.open_host = None
             self.pop_screen()
+            return
+        if not any(isinstance(s, MainScreen) for s in self.screen_stack):
+            self.pop_screen()  # help opened over the hosts
             return
         super().action_go_back()
 

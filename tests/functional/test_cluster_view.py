@@ -6,6 +6,8 @@ Prometheus going down is said on screen and the last data stays; more hosts scro
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +16,9 @@ import pytest
 
 from sattui.cluster.view import ClusterPoller
 from sattui.screens.cluster import ClusterApp, ClusterScreen
+from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 from tests.cluster_nodes import RankScript, ScriptedNode, input_job, straggler_job
 from tests.prom import Prometheus, StaticExporter, free_port
@@ -60,6 +64,11 @@ async def test_hosts_verdict_and_a_drill_down(cluster):
     app = ClusterApp(poller, show_clock=False)
     async with app.run_test(size=SIZE) as pilot:
         assert isinstance(app.screen, ClusterScreen)
+        # Help over the hosts, and Esc back to them.
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, ClusterScreen)
         await until(pilot, lambda: any("ub20-a100-k8s" in x for x in screen_lines(app))
                     and poller.snapshot().verdict is not None)
         lines = screen_lines(app)
@@ -91,6 +100,9 @@ async def test_hosts_verdict_and_a_drill_down(cluster):
         await until(pilot, lambda: any(x.startswith("rank1") for x in screen_lines(app))
                     and any("idle" in x for x in screen_lines(app)))
         assert app.session.header["host"] == "n1"
+        head = "".join(t for t, _ in app.screen.query_one(StatusHeader)._runs[0])
+        assert head.startswith("n1 (sattui) from http://127.0.0.1:") and "via Prometheus" in head, head
+        assert "pid" not in head and "py-spy" not in head and " up " not in head, head
         await pilot.press("escape")
         assert isinstance(app.screen, ClusterScreen) and poller.open_host is None
         # A host with cards: b0's card 0 in the main screen.
@@ -147,7 +159,8 @@ async def test_sixteen_hosts_scroll_and_the_ui_thread_never_reads_prometheus():
             app = ClusterApp(poller, show_clock=False)
             async with app.run_test(size=SIZE) as pilot:
                 # Each host's block is its row and its rank's strip: as many hosts as fit (four at least), the rest scroll.
-                await until(pilot, lambda: any("rank 3" in x for x in screen_lines(app)))
+                await until(pilot, lambda: any("rank 0" in x for x in screen_lines(app))
+                            and not any("no rank in this window" in x for x in screen_lines(app)))
                 main = threading.get_ident()
                 lines = screen_lines(app)
                 assert any("h03" in x for x in lines) and not any("h10" in x for x in lines), lines
@@ -162,3 +175,15 @@ async def test_sixteen_hosts_scroll_and_the_ui_thread_never_reads_prometheus():
     finally:
         for n in nodes:
             n.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("nope", "not a Prometheus URL"),
+    ("http://127.0.0.1:{port}", "is not reachable"),
+])
+def test_a_bad_or_unreachable_url_is_one_line_and_a_non_zero_exit(url, says):
+    p = subprocess.run([sys.executable, "-m", "sattui", "cluster", "--prometheus", url.format(port=free_port())],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in p.stderr, p.stderr
