@@ -158,7 +158,7 @@ async def test_sixteen_hosts_scroll_and_the_ui_thread_never_reads_prometheus():
             poller.client._get = spy  # type: ignore[method-assign]
             app = ClusterApp(poller, show_clock=False)
             async with app.run_test(size=SIZE) as pilot:
-                # Each host's block is its row and its rank's strip: as many hosts as fit (four at least), the rest scroll.
+                # A host's block: its row and its rank's strip; as many as fit (four at least), the rest scroll.
                 await until(pilot, lambda: any("rank 0" in x for x in screen_lines(app))
                             and not any("no rank in this window" in x for x in screen_lines(app)))
                 main = threading.get_ident()
