@@ -157,8 +157,9 @@ class ClusterApp(SattuiApp):
         super().action_go_back()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if isinstance(self.screen, ClusterScreen) and action in ("workers", "stacks", "pause", "scrub", "play"):
-            return False  # the one-node screens' keys
+        if isinstance(self.screen, ClusterScreen) and action in ("workers", "stacks", "pause", "scrub", "play",
+                                                                 "go_back"):
+            return False  # the one-node screens' keys; Esc has nowhere to go from the hosts
         return super().check_action(action, parameters)
 
     def action_zoom(self, step: int) -> None:
