@@ -6,6 +6,7 @@ Prometheus going down is said on screen and the last data stays; more hosts scro
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sattui.cluster.view import ClusterPoller
+from sattui.cluster.view import ClusterPoller, status_lines
 from sattui.screens.cluster import ClusterApp, ClusterScreen
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
@@ -187,3 +188,36 @@ def test_a_bad_or_unreachable_url_is_one_line_and_a_non_zero_exit(url, says):
     assert p.returncode != 0
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in p.stderr, p.stderr
+
+
+def test_the_run_filter_keeps_the_runs_hosts(cluster):
+    poller = ClusterPoller(cluster.url, "wtv-job", "run-b", window_s=60.0)
+    poller.poll_once()  # the worker's body, called here directly
+    snap = poller.snapshot()
+    assert snap.error is None and snap.data is not None
+    assert sorted(snap.data.hosts) == ["b0", "b1"]
+
+
+def test_a_slow_prometheus_is_said_and_the_last_data_stays(cluster):
+    poller = ClusterPoller(cluster.url, "wtv-job", window_s=60.0, timeout_s=1.0)
+    poller.poll_once()
+    hosts = sorted(poller.snapshot().data.hosts)
+    # Now a server that accepts and never answers.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    held: list[socket.socket] = []
+    t = threading.Thread(target=lambda: held.append(srv.accept()[0]), daemon=True)
+    t.start()
+    try:
+        poller.client.url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+        poller.poll_once()
+    finally:
+        for c in held:
+            c.close()
+        srv.close()
+    snap = poller.snapshot()
+    assert snap.error is not None and snap.error.endswith("did not answer within 1 s"), snap.error
+    assert sorted(snap.data.hosts) == hosts
+    text = [ln.full[0][0] for ln in status_lines(snap, poller.url, 80, time.time()) if ln.full]
+    assert any("did not answer within 1 s" in x for x in text) and any("showing data from" in x for x in text), text
