@@ -267,9 +267,13 @@ class JobReader:
                                         ("DCGM_FI_DEV_FB_USED", "mem_used", 1024.0 * 1024.0),
                                         ("DCGM_FI_DEV_POWER_USAGE", "power_w", 1.0),
                                         ("DCGM_FI_DEV_GPU_TEMP", "temp_c", 1.0),
-                                        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "util", 100.0)):
+                                        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "util", 100.0),
+                                        # dcgm-exporter gives no total: used + free (same labels)
+                                        ("DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE", "mem_total",
+                                         1024.0 * 1024.0)):
                 for hl in ("Hostname", "hostname"):
-                    for s in qr(f"{metric}{self._sel(**{hl: host})}", t0, t1, step_s):
+                    sel = self._sel(**{hl: host})
+                    for s in qr(f"{metric.replace('{sel}', sel)}{sel}", t0, t1, step_s):
                         if "GPU_I_ID" in s.labels or "gpu" not in s.labels:
                             continue
                         c = s.labels["gpu"]

@@ -221,3 +221,13 @@ def test_a_slow_prometheus_is_said_and_the_last_data_stays(cluster):
     assert sorted(snap.data.hosts) == hosts
     text = [ln.full[0][0] for ln in status_lines(snap, poller.url, 80, time.time()) if ln.full]
     assert any("did not answer within 1 s" in x for x in text) and any("showing data from" in x for x in text), text
+
+
+def test_a_dcgm_only_hosts_cards_in_the_drill_down(cluster):
+    poller = ClusterPoller(cluster.url, "wtv-job", window_s=60.0)
+    d = poller.reader.host_detail("ub20-a100-k8s", False, time.time(), 60.0, 2.0)
+    # The captured page: one whole GPU (its MIG instances left out), FB used 4845 MiB + free 35690 MiB.
+    assert list(d.cards) == ["0"] and not d.ranks
+    card = d.cards["0"]
+    assert card["mem_used"][-1][1] == 4845 * 2**20 and card["mem_total"][-1][1] == (4845 + 35690) * 2**20, card
+    assert card["temp_c"][-1][1] == 61 and card["power_w"][-1][1] > 400
