@@ -3,7 +3,7 @@
 Threads: the Session samples in its own threads and never touches the UI; after each
 batch its ``on_update`` posts a :class:`SessionUpdated` message (``post_message`` is
 thread-safe and, unlike ``call_from_thread``, does not make the sampler wait for the UI
-loop). The UI redraws on a ``set_interval`` timer (2 Hz by default, DESIGN.md: 2–4 Hz),
+loop). The UI redraws on a ``set_interval`` timer (2 Hz by default; 2–4 Hz reads as live),
 and only when something changed: new samples, the clock moving the window, a key. Each
 redraw reads the session once (:class:`~sattui.view.data.ViewData`) and bins
 once for the visible screen.

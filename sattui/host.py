@@ -88,9 +88,11 @@ def read_proc_stat(path: str = PROC_STAT) -> CpuTimes | None:
 @dataclass(frozen=True, slots=True)
 class Mount:
     mount_point: str
-    root: str  # the mounted directory inside its file system (for a cgroup: a cgroup path)
+    root: str  # the mounted directory inside its file system (a cgroup path, a bind source)
     fstype: str
-    super_options: str  # for a cgroup v1 hierarchy: its controllers (rw,cpu,cpuacct)
+    source: str
+    options: str  # this mount's options (rw, nosuid …)
+    super_options: str  # the file system's (size=65536k, a cgroup v1 controller list …)
 
 
 def _unescape(text: str) -> str:
@@ -106,7 +108,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
         f, r = left.split(), right.split()
         if not sep or len(f) < 6 or len(r) < 2:
             continue
-        out.append(Mount(_unescape(f[4]), _unescape(f[3]), r[0], r[2] if len(r) > 2 else ""))
+        out.append(Mount(mount_point=_unescape(f[4]), root=_unescape(f[3]), fstype=r[0], source=_unescape(r[1]),
+                         options=f[5], super_options=r[2] if len(r) > 2 else ""))
     return out
 
 
@@ -125,7 +128,8 @@ def parse_proc_cgroup(text: str) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def _under(mount: Mount, path: str) -> str | None:
+def under_mount(mount: Mount, path: str) -> str | None:
+    """Where cgroup ``path`` is in the file tree through ``mount`` (None: not under it)."""
     root = mount.root.rstrip("/")
     if root and path != root and not path.startswith(root + "/"):
         return None  # the process's cgroup is outside what this mount shows
@@ -141,15 +145,17 @@ def cpu_cgroup(pid: int | str, mounts: list[Mount]) -> tuple[int, str, str] | No
         if "cpu" in controllers:
             for m in mounts:
                 if m.fstype == "cgroup" and "cpu" in m.super_options.split(","):
-                    d = _under(m, path)
+                    d = under_mount(m, path)
                     if d is not None:
                         return 1, d, m.mount_point
     for hid, controllers, path in lines:
         if hid == "0" and not controllers:
             for m in mounts:
                 if m.fstype == "cgroup2":
-                    d = _under(m, path)
-                    if d is not None:
+                    d = under_mount(m, path)
+                    # without the cpu controller there is no cpu.max, nor throttling in cpu.stat
+                    if d is not None and "cpu" in (_read(os.path.join(m.mount_point, "cgroup.controllers"))
+                                                   or "").split():
                         return 2, d, m.mount_point
     return None
 

@@ -66,8 +66,11 @@ WAITING_MAIN_CORES = 0.3
 WORKER_LOOK_S = 6.0
 
 # Steps are found in the spans from this long before a stretch of bins, so the step that
-# ends in its first bin has its start (sattui/advisor/steps.py).
+# ends in its first bin has its start (sattui/advisor/steps.py): first the short look, and
+# the long one only when a step seen in the stretch began before the short one reaches
+# (most steps are far shorter; the long look on every update cost a sixth of `report`).
 STEP_LOOKBACK_S = 15.0
+STEP_LOOKBACK_SHORT_S = 3.0
 
 COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
@@ -541,8 +544,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
 
     first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
     rank_bins: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
-    steps = {pid: step_seen.by_bin(w.timeline.window("stack", pid, lo - STEP_LOOKBACK_S, hi), lo, hi, BIN_S)
-             for pid in inputs}
+    steps = {pid: _steps_by_bin(sw, pid, lo, hi) for pid in inputs}
     hosts = w.timeline.window("host", 0, lo - 2 * interval, hi + 2 * interval)
     for b in range(first_bin, last_bin):
         free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
@@ -663,6 +665,14 @@ class LedgerBook:
         win.gpu_job = gpu_job
         self._win, self._win_lo, self._win_hi = win, lo, hi
         return win
+
+
+def _steps_by_bin(w: Window, pid: int, lo: float, hi: float) -> dict[int, step_seen.Bin]:
+    got = step_seen.by_bin(w.timeline.window("stack", pid, lo - STEP_LOOKBACK_SHORT_S, hi), lo, hi, BIN_S)
+    if any(n > sum(hist.values()) for n, hist, _ in got.values()):
+        # a step whose start the short look did not reach (or one after a hole: no harm)
+        got = step_seen.by_bin(w.timeline.window("stack", pid, lo - STEP_LOOKBACK_S, hi), lo, hi, BIN_S)
+    return got
 
 
 def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> dict[str, float]:

@@ -11,6 +11,7 @@ across steps). Read over the long window, from the samples alone: a worker's USS
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,6 +59,10 @@ FIX_CARD = (
     "torch.cuda.memory._record_memory_history() shows where the growth is allocated.")
 
 
+# A series is thinned to about this many points before it is judged.
+MAX_POINTS = 100
+
+
 @dataclass
 class Growth:
     """A series that only grows: its least-squares rate and its growth over its span."""
@@ -76,9 +81,17 @@ def steady_growth(points: Sequence[tuple[float, float]]) -> Growth | None:
     its three thirds (by time) rise one after the other (growth that stops early — a warm-up,
     an allocator filling its cache — is not it); it never falls below an earlier value by
     more than :data:`MAX_DRAWDOWN` of its range (a sawtooth is not it)."""
-    pts = sorted(points)
+    pts = list(points)
     if len(pts) < MIN_POINTS:
         return None
+    if len(pts) > MAX_POINTS:
+        # Every k-th point (in time order: the series come sorted, sort() below only
+        # checks): the shape (thirds, drawdown, slope) of a series over minutes does not
+        # need each 1-s sample, and the rule runs at every evaluation.
+        pts.sort()
+        k = math.ceil(len(pts) / MAX_POINTS)
+        pts = pts[::k] if (len(pts) - 1) % k == 0 else pts[::k] + [pts[-1]]
+    pts.sort()
     t0, t1 = pts[0][0], pts[-1][0]
     span = t1 - t0
     if span < MIN_SPAN_S:

@@ -21,7 +21,7 @@ FIX_STARVED_NSIGHT = ("Use CPU sampling data … to understand if a sluggish or 
                       "(Nsight Systems gpu_gaps).")
 
 DEBUG_FLAGS = {
-    # name: (severity in a GPU job, why) — advisor-rules.md R18
+    # name: (severity in a GPU job, why) — docs/rules.md, debug_settings (R18)
     "CUDA_LAUNCH_BLOCKING": ("high", "every kernel launch waits for the kernel (CUDA guide: 'provided for "
                                      "debugging purposes only')"),
     "PYTORCH_NO_CUDA_MEMORY_CACHING": ("high", "every allocation becomes a cudaMalloc/cudaFree"),

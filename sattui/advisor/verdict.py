@@ -1,5 +1,5 @@
 """The Advisor: runs every rule over the windows, applies hysteresis, suppression and
-precedence, and picks the headline (advisor-rules.md §3.1, §3.3).
+precedence, and picks the headline (docs/rules.md: "How rules are evaluated", "Headline").
 
 Per evaluation (every ~5 s):
 
@@ -41,7 +41,7 @@ HOLD_RELAX = 0.8
 @dataclass(frozen=True)
 class RuleSpec:
     id: str
-    anchor_id: str          # advisor-rules.md number (R01 …) or "new"
+    anchor_id: str          # the rule catalogue's number (R01 …, docs/rules.md) or "new"
     fn: RuleFn | None       # None: decided in the decision step (healthy, no_data)
     window: str = "short"   # "short" (30 s), "long" (300 s) or "ledger" (the time ledger's window)
     category: str = "cause"  # cause | modifier | info | cost
@@ -95,7 +95,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec("no_data", "new", None, category="info", hysteresis=False),
 )
 SPECS = {s.id: s for s in RULES}
-# advisor-rules.md §3.1 "Headline" order, with the new ids slotted in; the list order of
+# docs/rules.md's "Headline (precedence)" order, with the new ids slotted in; the list order of
 # RULES above is that order.
 PRECEDENCE = {s.id: i for i, s in enumerate(RULES)}
 

@@ -1,4 +1,4 @@
-"""The example trainer with a periodic, synchronous checkpoint (advisor-rules.md S10).
+"""The example trainer with a periodic, synchronous checkpoint (the rule catalogue's scenario S10, tests/e2e).
 
 Run it as ``python -m sattui.demo.ckpt_trainer --every-s 6``. It is the loop of
 ``sattui.demo.trainer``'s ``compute_bound`` scenario (one cheap DataLoader worker, an

@@ -1,4 +1,4 @@
-"""A data-parallel CPU job with one slow rank (advisor-rules.md S13a ddp_straggler_manual).
+"""A data-parallel CPU job with one slow rank (the rule catalogue's scenario S13a, tests/e2e).
 
 Run it under torchrun, which sets RANK / LOCAL_RANK / WORLD_SIZE (sattui finds the
 ranks by them)::

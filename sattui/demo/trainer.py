@@ -12,7 +12,7 @@ With ``--sim-card FILE`` it also feeds the demo's simulated card
 hold on a card, and, for every step, when forward + backward + optimizer began and
 ended (``time.monotonic()``). The simulated card is busy exactly in those intervals.
 
-Scenarios (advisor-rules.md §4.2):
+Scenarios (S-numbers: the rule catalogue's test scenarios, tests/e2e/test_scenarios.py):
   input_bound    1 worker whose __getitem__ busy-loops ~1 ms, batch 64, small MLP (S01)
   compute_bound  cheap data (index a tensor), a larger MLP (S00)
   inline         num_workers=0, __getitem__ busy-loops 0.5 ms (S03)

@@ -13,8 +13,9 @@ import math
 import os
 from dataclasses import dataclass
 
+from sattui.host import cpu_cgroup, tightest_quota
 from sattui.hostcheck.base import Check, read_text
-from sattui.hostcheck.mounts import Mount, mounts_of
+from sattui.hostcheck.mounts import mounts_of
 from sattui.hostcheck.target import Target
 
 FIX_LIMIT = "raise the limit (`docker run --cpus=N`; Kubernetes `resources.limits.cpu`)"
@@ -30,75 +31,13 @@ class CpuLimit:
     nr_throttled: int | None = None
 
 
-def parse_proc_cgroup(text: str) -> list[tuple[str, list[str], str]]:
-    """``/proc/PID/cgroup`` lines ``ID:CONTROLLERS:PATH`` (v2: ``0::PATH``)."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3:
-            out.append((parts[0], [c for c in parts[1].split(",") if c], parts[2]))
-    return out
-
-
-def _under(mount: Mount, path: str) -> str | None:
-    root = mount.root.rstrip("/")
-    if path != root and not path.startswith(root + "/") and root:
-        return None  # the process's cgroup is outside what this mount shows
-    rel = path[len(root):].lstrip("/")
-    return os.path.join(mount.mount_point, rel) if rel else mount.mount_point
-
-
-def cpu_cgroup(pid: int | str, mounts: list[Mount]) -> tuple[int, str, str] | None:
-    """(version, the process's cgroup dir, the hierarchy's mount point) for its CPU controller."""
-    lines = parse_proc_cgroup(read_text(f"/proc/{pid}/cgroup") or "")
-    for _, controllers, path in lines:
-        if "cpu" in controllers:
-            for m in mounts:
-                if m.fstype == "cgroup" and "cpu" in m.super_options.split(","):
-                    d = _under(m, path)
-                    if d is not None:
-                        return 1, d, m.mount_point
-    for hid, controllers, path in lines:
-        if hid == "0" and not controllers:
-            for m in mounts:
-                if m.fstype == "cgroup2":
-                    d = _under(m, path)
-                    if d is not None and "cpu" in (read_text(os.path.join(m.mount_point, "cgroup.controllers"))
-                                                   or "").split():
-                        return 2, d, m.mount_point
-    return None
-
-
-def _quota(version: int, d: str) -> tuple[float | None, str | None]:
-    if version == 2:
-        f = os.path.join(d, "cpu.max")
-        parts = (read_text(f) or "").split()
-        if len(parts) == 2 and parts[0] != "max":
-            try:
-                return int(parts[0]) / int(parts[1]), f
-            except (ValueError, ZeroDivisionError):
-                return None, None
-        return None, None
-    f = os.path.join(d, "cpu.cfs_quota_us")
-    try:
-        quota = int((read_text(f) or "").strip())
-        period = int((read_text(os.path.join(d, "cpu.cfs_period_us")) or "").strip())
-    except ValueError:
-        return None, None
-    return (quota / period, f) if quota > 0 and period > 0 else (None, None)
-
-
 def tightest(version: int, leaf: str, top: str) -> tuple[float, str] | None:
-    """The smallest quota from ``leaf`` up to ``top`` (the hierarchy's root): (CPUs, file)."""
-    best: tuple[float, str] | None = None
-    d, top = os.path.normpath(leaf), os.path.normpath(top)
-    while True:
-        cpus, f = _quota(version, d)
-        if cpus is not None and f is not None and (best is None or cpus < best[0]):
-            best = (cpus, f)
-        if d == top or len(d) <= len(top):
-            return best
-        d = os.path.dirname(d)
+    """The smallest quota from ``leaf`` up to ``top`` (the hierarchy's root): (CPUs, the
+    file that sets it)."""
+    best = tightest_quota(version, leaf, top)
+    if best is None:
+        return None
+    return best[0], os.path.join(best[1], "cpu.max" if version == 2 else "cpu.cfs_quota_us")
 
 
 def cpu_limit(pid: int | str = "self") -> CpuLimit:

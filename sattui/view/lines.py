@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sattui.advisor.ledger import COMPUTE
 from sattui.states import State, glyph, style_class
@@ -711,6 +712,29 @@ def kernel_cells(letters: Sequence[str | None]) -> Runs:
     return merge([(" ", "nodata") if s is None else (s, "k-" + s if s in "RSDZ" else "value") for s in letters])
 
 
+# What a worker's own stacks say it does (sattui/trainer/worker_states.py), in words.
+WORKER_DOING = {"idle": "waits for work", "fetch_wait": "waits on its data", "fetch_compute": "computes",
+                "other": "other"}
+
+
+def worker_doing(looks: Sequence[Any], width: int) -> tuple[Runs, Runs] | None:
+    """The body and value of a worker's "doing" line from its stack looks in the window:
+    how many looks found it in each state, and where the last one was."""
+    if not looks:
+        return None
+    counts: dict[str, int] = {}
+    for ws in looks:
+        counts[str(ws.state)] = counts.get(str(ws.state), 0) + 1
+    order = sorted(counts, key=lambda k: -counts[k])
+    body = " · ".join(f"{WORKER_DOING.get(k, k)} {counts[k]}" for k in order) + f" of {len(looks)} looks"
+    last = looks[-1]
+    if last.frames:
+        f = last.frames[0]
+        where = f.filename.rsplit("/", 1)[-1] + ("" if f.line is None else f":{f.line}")
+        body += f" — last in {f.name} ({where})"
+    return text(fit(body, width), "dim"), text(WORKER_DOING.get(str(last.state), str(last.state)), "value")
+
+
 def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
     t0 = axis.t0 - LOOKBACK_S
     procs = [(pid, last) for pid, last in data.proc_index(t0) if data.of_rank(last)]
@@ -751,6 +775,9 @@ def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
         lines.append(Line(label=text("  state", "dim"), body=kernel_cells(letters),
                           value=text("gone" if gone else f"{last.state or '?'} "
                                      f"{KERNEL_STATES.get(last.state or '', '')}".rstrip(), "value")))
+        doing = worker_doing(data.window("worker_stack", pid, t0), cols.body)
+        if doing is not None:
+            lines.append(Line(label=text("  doing", "dim"), body=doing[0], value=doing[1]))
         if all(v is None for v in rd) and all(v is None for v in wr):
             lines.append(Line(label=text("  I/O", "dim"), body=text("n/a (no /proc/PID/io for this one)", "nodata")))
             continue

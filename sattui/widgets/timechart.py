@@ -2,7 +2,8 @@
 
 Why one widget and not Textual's ``Sparkline``: the stock one buckets with ``max`` (it
 hides exactly the dips we look for) and eight of them redrawn at 10 Hz took 76 % of a
-core, nearly all in its Rich-compatibility render path (DESIGN.md). Here the screen bins
+core, nearly all in its Rich-compatibility render path (measured when this widget was
+written; bench/tui_frame.py measures this one). Here the screen bins
 the data once per redraw (``sattui.view.lines``), this widget turns each
 :class:`~sattui.view.lines.Line` into a :class:`~textual.strip.Strip` once, reuses the
 Strip while the Line is unchanged, and ``render_line`` only hands cached Strips out.

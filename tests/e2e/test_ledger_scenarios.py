@@ -58,6 +58,8 @@ CAUSES = {s.id for s in SPECS.values() if s.category == "cause"}
 STEPS_TOL = 0.20
 # The truth's shares of this size are below what the advisor could call medium.
 NEGLIGIBLE = 0.03
+# The causes of a data wait (sattui/advisor/ledger.py, DATA_CAUSES, by their rules' ids).
+DATA_RULES = {"input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_bound", "worker_respawn"}
 
 
 # --------------------------------------------------------------------------- truth
@@ -128,8 +130,16 @@ def check_causes(rep: dict, t: Truth) -> None:
     main thread — may have waited for a CPU too; the trainer cannot tell from inside)."""
     why = describe(rep) + f"\n  truth: {t}"
     allowed = {t.own} | ({"cpu_contention"} if t.contention >= NEGLIGIBLE else set())
+    # The trainer's own data wait is lost time too: on a loaded box even a scenario built
+    # around another cause waits for its workers now and then. A data-wait cause may
+    # stand beside the scenario's own when the truth's wait is that large.
+    waits = {f["rule"] for f in rep["findings"] if f["rule"] in DATA_RULES
+             and t.wait >= NEGLIGIBLE and f["impact"] <= t.wait + SHARE_TOL}
+    allowed |= waits
     head = rep["verdict"]["rule"]
-    if t.contention < NEGLIGIBLE or t.own_share - t.contention > SHARE_TOL:
+    if head in waits and t.own_share < NEGLIGIBLE:
+        pass  # nothing of the scenario's own is lost time (memory): the wait is the largest
+    elif t.contention < NEGLIGIBLE or t.own_share - t.contention > SHARE_TOL:
         assert head == t.own, why
     elif t.contention - t.own_share > SHARE_TOL:
         assert head == "cpu_contention", why
@@ -193,13 +203,18 @@ def mono_at(lines: list[dict], wall: float) -> float:
 def test_healthy_compute_bound(tmp_path):
     # A large MLP on cheap data: the loop computes nearly all the time; batch 128 makes
     # a step long enough (several sampling periods per phase) to be seen from outside.
-    rep, lines, rec = run_phase_trainer(tmp_path, 35, "--batch", "128", "--width", "2048", "--depth", "4")
+    rep, lines, rec = run_phase_trainer(tmp_path, 35, "--batch", "128", "--width", "2048", "--depth", "8")
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
     lost = sum(rep["trainer"]["ranks"][0]["lost"].values())
+    # Figures are owed when the trainer's own forward pass and the rest of its step each
+    # last three sampling periods (20 Hz) on average: then every one is seen twice or more.
+    per_step = {k: sh[k] / sh["steps_per_s"] for k in ("fwd_s", "bwd_s", "opt_s")}
+    owed = per_step["fwd_s"] >= 0.15 and per_step["bwd_s"] + per_step["opt_s"] >= 0.15
     steps = check_steps(rep, lines, wall0, wall1, step_lengths(tmp_path / "steps.txt", mono_at(lines, wall0)),
-                        required=True)
+                        required=owed)
+    steps += f"; truth per step {per_step}, figures owed: {owed}"
     print(f"healthy: truth wait {sh['wait_s']:.3f} contention {cont:.3f}; ledger lost {lost:.3f} "
           f"{rep['trainer']['ranks'][0]['lost']}\n{steps}\n{describe(rep)}")
     assert sh["wait_s"] <= 0.10, "scenario is not what it claims"

@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from sattui import doctor
+from sattui.host import parse_proc_cgroup
+from sattui.host import under_mount as _under
 from sattui.hostcheck import Target, run_checks
 from sattui.hostcheck.base import Check
-from sattui.hostcheck.cgroup import _under, parse_proc_cgroup, tightest
+from sattui.hostcheck.cgroup import tightest
 from sattui.hostcheck.cpufreq import check_cpufreq
 from sattui.hostcheck.mounts import Mount, mount_at, mounts_of, parse_mountinfo
 

@@ -125,8 +125,8 @@ def test_cgroup_paths_from_proc_and_mountinfo():
                                                "/mnt/with space"]
     assert host.parse_proc_cgroup("4:cpu,cpuacct:/docker/abc\n0::/kubepods/pod1\n") == [
         ("4", ["cpu", "cpuacct"], "/docker/abc"), ("0", [], "/kubepods/pod1")]
-    assert host._under(mounts[1], "/kubepods/pod1") == "/sys/fs/cgroup/unified/pod1"
-    assert host._under(mounts[1], "/other") is None  # outside what that mount shows
+    assert host.under_mount(mounts[1], "/kubepods/pod1") == "/sys/fs/cgroup/unified/pod1"
+    assert host.under_mount(mounts[1], "/other") is None  # outside what that mount shows
     # this process, for real: the directory exists and holds a cpu.stat
     found = host.cpu_cgroup(os.getpid(), host.mounts())
     if found is not None:
