@@ -105,8 +105,12 @@ class SattuiApp(App[int]):
     def live(self) -> bool:
         return self.session.live
 
+    def first_screen(self) -> Screen:
+        """The screen the app opens on (``sattui cluster``'s app opens on its hosts)."""
+        return MainScreen()
+
     def on_mount(self) -> None:
-        self.push_screen(MainScreen())
+        self.push_screen(self.first_screen())
         if self.start_session:
             self.session.start()
         self.set_interval(1.0 / self.redraw_hz, self._on_timer, name="redraw")

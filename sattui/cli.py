@@ -171,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--run", metavar="ID", help="with --prometheus: torchrun's run id (TORCHELASTIC_RUN_ID)")
     rep.add_argument("--since", metavar="DURATION", help="with --prometheus: the window ending now (default 30m)")
 
+    clu = sub.add_parser("cluster", help="the monitor for a whole job, read from Prometheus",
+                         description="One row per host (its cards' utilization, each rank's state strip) on one "
+                                     "time axis, the job's verdict on top; Enter opens a host (docs/cluster.md).")
+    clu.add_argument("--prometheus", required=True, metavar="URL", help="the Prometheus server (http://HOST:PORT)")
+    clu.add_argument("--job", metavar="NAME", help="the scrape job's name")
+    clu.add_argument("--run", metavar="ID", help="torchrun's run id (TORCHELASTIC_RUN_ID)")
+
     exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
                          description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
                                      "state slices per trainer process, counters per card and worker, "
@@ -462,6 +469,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from sattui.cluster.prom import check_url
+    from sattui.cluster.view import ClusterPoller
+
+    check_url(args.prometheus)
+    poller = ClusterPoller(args.prometheus, args.job, args.run)
+    # One read before the screen opens: a wrong or unreachable URL is a one-line error
+    # here; once the screen is up, a failing read is said on it and the last data stays.
+    poller.client.query("vector(1)")
+    try:
+        from sattui.screens.cluster import run_cluster
+    except ImportError as e:
+        raise SattuiError(f"the full-screen monitor is not available: {e}") from None
+    return run_cluster(poller)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from sattui.export_perfetto import export_perfetto
 
@@ -502,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_doctor(args)
         if args.command == "export":
             return cmd_export(args)
+        if args.command == "cluster":
+            return cmd_cluster(args)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "demo":

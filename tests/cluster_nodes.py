@@ -101,11 +101,11 @@ def straggler_job() -> list[ScriptedNode]:
 
 def input_job() -> list[ScriptedNode]:
     """Host b0's workers cannot keep up (its rank waits for data 40 %, its cards idle);
-    host b1 is fine."""
-    return [ScriptedNode("b0", [RankScript(0, {"data_wait": 0.4, "forward": 0.3, "backward": 0.3},
+    host b1 is fine. Ranks 2 and 3, so both jobs together are one job of four ranks."""
+    return [ScriptedNode("b0", [RankScript(2, {"data_wait": 0.4, "forward": 0.3, "backward": 0.3},
                                            {"worker_busy": 0.4}, worker_cpu=0.98)],
                          [CardScript(0, 55.0)], run_id="run-b"),
-            ScriptedNode("b1", [RankScript(1, {"forward": 0.5, "backward": 0.45, "optimizer": 0.05})],
+            ScriptedNode("b1", [RankScript(3, {"forward": 0.5, "backward": 0.45, "optimizer": 0.05})],
                          [CardScript(0, 95.0, idle_state="forward", idle_cause="host_overhead_bound")],
                          run_id="run-b")]
 

@@ -50,6 +50,7 @@ class RankData:
     workers: float | None = None
     worker_cpu_s: float | None = None
     strip: list[tuple[float, str | None]] = field(default_factory=list)  # (t, the step's main state)
+    steps: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (t, seconds per state)
 
     @property
     def wall_s(self) -> float:
@@ -81,6 +82,21 @@ class JobData:
         return [r for h in self.hosts.values() for r in h.ranks]
 
 
+@dataclass
+class HostDetail:
+    """One host over the view's window: each card's metrics as points, its ranks' strips,
+    its node's current findings."""
+
+    host: str
+    t0: float
+    t1: float
+    step_s: float
+    cards: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    card_info: dict[str, dict[str, str]] = field(default_factory=dict)
+    ranks: list[RankData] = field(default_factory=list)
+    findings: list[dict[str, object]] = field(default_factory=list)
+
+
 def _rng(seconds: float) -> str:
     return f"[{max(1, round(seconds))}s]"
 
@@ -89,12 +105,16 @@ class JobReader:
     """Reads one job (``job``: Prometheus's job label; ``run_id``: torchrun's run) from a
     Prometheus server; each method is a handful of queries."""
 
-    def __init__(self, client: PromClient, job: str | None = None, run_id: str | None = None) -> None:
+    def __init__(self, client: PromClient, job: str | None = None, run_id: str | None = None,
+                 host: str | None = None) -> None:
         self.client = client
         self.job = job
         self.run_id = run_id
+        self.host = host  # one host's series only (a drill-down)
 
     def _sel(self, **extra: str | None) -> str:
+        if self.host is not None and "host" not in extra:
+            extra["host"] = self.host
         return matcher(job=self.job, **extra)
 
     def summary(self, t1: float, window_s: float) -> JobData:
@@ -203,6 +223,7 @@ class JobReader:
             for t in sorted(by_t):
                 got = {k: v for k, v in by_t[t].items() if v > 0}
                 r.strip.append((t, max(got, key=lambda k: got[k]) if got else None))
+                r.steps.append((t, got))
         if self.run_id is not None:
             keep = {r.host for r in ranks.values() if r is not None}
             data.hosts = {k: v for k, v in data.hosts.items() if k in keep}
@@ -213,6 +234,55 @@ class JobReader:
                     if c is not None and not c.util:
                         c.util = [(t, v * scale) for t, v in s.points]
         return data
+
+    def host_detail(self, host: str, sattui: bool, t1: float, span_s: float, step_s: float) -> HostDetail:
+        """One host's series over the view's window, for the one-node screens."""
+        qr = self.client.query_range
+        t0 = t1 - span_s
+        out = HostDetail(host, t0, t1, step_s)
+        if sattui:
+            sel = self._sel(host=host)
+            for metric, attr, scale in (("sattui_card_utilization_ratio", "util", 100.0),
+                                        ("sattui_card_sm_active_ratio", "sm_active", 100.0),
+                                        ("sattui_card_memory_used_bytes", "mem_used", 1.0),
+                                        ("sattui_card_memory_total_bytes", "mem_total", 1.0),
+                                        ("sattui_card_power_watts", "power_w", 1.0),
+                                        ("sattui_card_temperature_celsius", "temp_c", 1.0)):
+                for s in qr(f"{metric}{sel}", t0, t1, step_s):
+                    c = s.labels.get("card")
+                    if c is None:
+                        continue
+                    out.card_info.setdefault(c, {"uuid": s.labels.get("uuid", ""), "vendor": s.labels.get("vendor", ""),
+                                                 "model": s.labels.get("model", "")})
+                    out.cards.setdefault(c, {})[attr] = [(t, v * scale) for t, v in s.points]
+            data = JobReader(self.client, self.job, self.run_id, host=host).series(t1, span_s, step_s)
+            h = data.hosts.get(host)
+            out.ranks = h.ranks if h is not None else []
+            for s in self.client.query(f"sattui_finding_impact_ratio{sel}", t1):
+                out.findings.append({**{k: s.labels.get(k) for k in ("rule", "severity", "card", "rank")},
+                                     "impact": s.last})
+        else:
+            for metric, attr, scale in (("DCGM_FI_DEV_GPU_UTIL", "util", 1.0),
+                                        ("DCGM_FI_PROF_SM_ACTIVE", "sm_active", 100.0),
+                                        ("DCGM_FI_DEV_FB_USED", "mem_used", 1024.0 * 1024.0),
+                                        ("DCGM_FI_DEV_POWER_USAGE", "power_w", 1.0),
+                                        ("DCGM_FI_DEV_GPU_TEMP", "temp_c", 1.0),
+                                        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "util", 100.0),
+                                        # dcgm-exporter gives no total: used + free (same labels)
+                                        ("DCGM_FI_DEV_FB_USED{sel} + DCGM_FI_DEV_FB_FREE", "mem_total",
+                                         1024.0 * 1024.0)):
+                for hl in ("Hostname", "hostname"):
+                    sel = self._sel(**{hl: host})
+                    for s in qr(f"{metric.replace('{sel}', sel)}{sel}", t0, t1, step_s):
+                        if "GPU_I_ID" in s.labels or "gpu" not in s.labels:
+                            continue
+                        c = s.labels["gpu"]
+                        out.card_info.setdefault(c, {"uuid": s.labels.get("UUID", ""), "vendor": "nvidia",
+                                                     "model": s.labels.get("modelName", "")})
+                        out.cards.setdefault(c, {}).setdefault(attr, [(t, v * scale) for t, v in s.points])
+                    if out.cards:
+                        break
+        return out
 
     # -- building
 

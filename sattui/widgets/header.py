@@ -36,6 +36,9 @@ class ViewState:
 
 
 def sampler_runs(data: ViewData) -> list[Run]:
+    if data.header.get("remote"):
+        # sattui cluster's host: its node's sattui sampled it; this one reads Prometheus.
+        return [("via Prometheus", "dim")]
     st = data.status
     sampler = st.sampler if st is not None else None
     rate = st.sampler_rate_hz if st is not None else None
@@ -67,12 +70,13 @@ def found_trainers(data: ViewData) -> list[dict]:
 def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]:
     h = data.header
     st = data.status
+    remote = h.get("remote")  # sattui cluster's host: no local process, no uptime of ours
     # line 1: who, then (right-aligned) when, which backend, how stacks are sampled
     right: list[Run] = []
     if view.replay:
         right += [("replay ", "dim"), (f"{fmt.clock(data.t_end)}/{fmt.clock(view.duration or 0)}", "value"),
                   (" ▶ playing" if view.playing else " stopped", "value" if view.playing else "dim")]
-    elif view.show_clock:
+    elif view.show_clock and not remote:
         right += [("up ", "dim"), (fmt.duration(data.t_end), "value")]
     if data.rank_label is not None:
         # A multi-rank job: which rank the stacks and workers screens show (r picks).
@@ -83,7 +87,9 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     right_len = sum(len(t) for t, _ in right)
     pid = h.get("pid")
     cmd = h.get("cmdline")
-    if pid is not None:
+    if remote:
+        who = clean(str(remote))
+    elif pid is not None:
         if isinstance(cmd, list) and cmd:
             # /root/.pyenv/versions/3.11.7/bin/python → python: the room is for the arguments.
             cmd = [os.path.basename(cmd[0]) or cmd[0], *cmd[1:]]
