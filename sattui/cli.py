@@ -93,7 +93,7 @@ def _backend_name(text: str) -> str:
 
 
 def _advertised_backends() -> str:
-    # sim is accepted (the CONTRACT lists it) but not advertised: it shows the demo card.
+    # sim is accepted (the outside contract lists it) but not advertised: it shows the demo card.
     return ", ".join(n for n in backend_names() if n != "sim")
 
 

@@ -189,7 +189,7 @@ def card_imbalance(data: JobData) -> list[Finding]:
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
-    """A finding as the report writes it, with ``host`` (CONTRACT.md: when the report spans
+    """A finding as the report writes it, with ``host`` (docs/format.md: when the report spans
     hosts)."""
     rec = f.to_record()
     rec.pop("kind", None)

@@ -1,5 +1,5 @@
 """``sattui report --prometheus URL``: the report for a whole job over a time range
-(CONTRACT.md's ``sattui.report/1``, with a ``host`` on each rank, card and finding), read
+(docs/format.md's ``sattui.report/1``, with a ``host`` on each rank, card and finding), read
 from Prometheus (sattui/cluster/source.py) and judged across hosts (judge.py)."""
 
 from __future__ import annotations

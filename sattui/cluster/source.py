@@ -1,5 +1,5 @@
 """A whole job as Prometheus holds it: the hosts, their cards and their ranks, read over
-a time window with PromQL (CONTRACT.md's metric names, sattui/metrics/exposition.py).
+a time window with PromQL (the metric names of docs/cluster.md, sattui/metrics/exposition.py).
 
 Hosts that run sattui say so with ``sattui_info``; their cards come from
 ``sattui_card_*``, their ranks from ``sattui_rank_*``. Hosts that run dcgm-exporter but

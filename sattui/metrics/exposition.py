@@ -1,6 +1,6 @@
 """A node's facts (:class:`sattui.metrics.node.Snapshot`) as Prometheus metric families:
-sattui's own names (CONTRACT.md, "Prometheus metrics": base units, ratios 0–1, counters
-ending in ``_total``) and, for NVIDIA cards, dcgm-exporter's names, labels and units, so
+sattui's own names (docs/cluster.md: base units, ratios 0–1, counters ending in
+``_total``) and, for NVIDIA cards, dcgm-exporter's names, labels and units, so
 dashboards built on dcgm-exporter work unchanged.
 
 Label values are other people's text (card names from a vendor tool, the run id from

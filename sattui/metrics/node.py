@@ -13,7 +13,7 @@ HTTP thread) takes a :meth:`snapshot` under the lock; nothing is computed then.
 Labels: ``rank`` / ``local_rank`` / ``run_id`` come from each rank's start-up
 environment through the allow-list (sattui/trainer/env.py: ``RANK``, ``LOCAL_RANK``,
 ``TORCHELASTIC_RUN_ID``), read once per process; a single-process trainer has empty
-``rank`` and ``local_rank`` (CONTRACT.md, "Prometheus metrics").
+``rank`` and ``local_rank`` (docs/cluster.md, "One sattui per node").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The exporter's HTTP listener (``--metrics HOST:PORT``): prometheus_client's threading
 WSGI server, on exactly the address given and nowhere else; without the flag sattui opens
-no listening socket (CONTRACT.md).
+no listening socket (docs/cluster.md).
 
 The listener runs in its own daemon thread; a scrape reads a snapshot of the node's facts
 (sattui/metrics/node.py), so it never waits on sampling, nor sampling on it. The
