@@ -175,6 +175,10 @@ class TrainerFinder:
         env = read_allowed_env(p.pid)
         rank, var = rank_of(env)
         parent = by_pid.get(p.ppid)
+        if rank is None and parent is not None and python_launcher(parent.comm, parent.cmdline) == "torchrun":
+            # torchrun gives each worker its RANK: a child without one (yet) is caught
+            # between fork and exec, or its environment did not read; judged next tick
+            return None
         parent_rank = rank_of(read_allowed_env(parent.pid))[0] if parent is not None and rank is not None else None
         if rank is not None and parent_rank != rank:
             return Found(p.pid, p.start, rank, f"{var}={rank} in its environment")

@@ -563,6 +563,9 @@ class ProcessTree:
         for pid, st in stats.items():
             m = self._members.get(pid)
             if m is not None and m.start == st.start:
+                # read again: a child last seen between fork and exec still showed its
+                # parent's command line (a shell's, for torchrun's agent below `bash -c`)
+                self._refresh(m)
                 cmdline = m.cmdline
             else:
                 got = _read_cmdline(pid)

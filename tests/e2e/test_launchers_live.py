@@ -134,8 +134,9 @@ def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
     r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c", cmd, timeout=300)
     assert r.returncode == 0, r.stderr
     header, recs = _records(out)
-    found = sorted((f["rank"], f["pid"], f["reason"]) for f in _found(recs))
-    assert [x[0] for x in found] == [0, 1], found
+    found = sorted(((f["rank"], f["pid"], f["reason"]) for f in _found(recs)), key=lambda x: (x[0] is None, x[0] or 0))
+    assert [x[0] for x in found] == [0, 1], (found, [(r["pid"], r["name"], r["role"]) for r in recs
+                                                     if r["kind"] == "proc"][:12])
     assert all(reason.startswith("RANK=") for _, _, reason in found)
     ranks = {pid for _, pid, _ in found}
     assert _stack_pids(recs) == ranks

@@ -189,3 +189,24 @@ def test_a_shells_subshell_is_no_worker_while_no_trainer_is_found(procs):
     samples, _ = _tick_until(tree, lambda s, e: any(x.name == "sleep" for x in s))
     roles = {(s.name, s.pid == sh.pid): s.role for s in samples}
     assert roles == {("bash", True): "main", ("bash", False): "other", ("sleep", False): "other"}
+
+
+def test_below_torchrun_a_child_without_its_rank_yet_is_not_taken(procs, lib, tmp_path):
+    # torchrun gives every worker RANK; a child of its agent seen without one is caught
+    # between fork and exec (or its environment did not read). Taken as a rankless
+    # trainer, it once showed up as a third "trainer" of a 2-rank job on a loaded box.
+    agent = tmp_path / "torchrun"  # python_launcher knows the agent by its script's name
+    agent.write_text(f"#!{sys.executable}\n"
+                     "import os, subprocess, sys\n"
+                     f"env = {{k: v for k, v in os.environ.items() if k != 'RANK'}}\n"
+                     f"a = subprocess.Popen([sys.executable, '-c', {_MAPPER!r}, {lib!r}], env=env)\n"
+                     f"b = subprocess.Popen([sys.executable, '-c', {_MAPPER!r}, {lib!r}], env={{**env, 'RANK': '0'}})\n"
+                     "a.wait(); b.wait()\n")
+    agent.chmod(0o755)
+    sh = _shell(procs, f"{agent}; true")
+    tree = ProcessTree(sh.pid, time.monotonic)
+    _, events = _tick_until(tree, lambda s, e: len(tree.trainer_pids()) >= 1)
+    time.sleep(0.5)
+    _, more = tree.sample()
+    found = [e.data for e in events + more if e.type == "trainer_found"]
+    assert [(f["rank"], f["reason"]) for f in found] == [(0, "RANK=0 in its environment")], found
