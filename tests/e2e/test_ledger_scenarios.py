@@ -319,7 +319,7 @@ def test_ddp_straggler_waits_inside_backward(tmp_path):
     # every step, so rank 0 waits for its gradients inside loss.backward() — no
     # collective frame on rank 0's main thread, only its own CPU falling idle.
     record(out, *_torchrun(), "--standalone", "--nproc_per_node=2", "-m", "sattui.demo.ddp_trainer", "--ddp",
-           "--steps", "360", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
+           "--steps", "260", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
     rep = report(out)
     truths = {r: read_lines(Path(f"{prefix}.rank{r}")) for r in (0, 1)}
     for r, lines in truths.items():

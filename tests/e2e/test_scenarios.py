@@ -271,7 +271,7 @@ def test_S10_periodic_checkpoint(tmp_path):
     # 34 … s. R15 is raised from ~40 s; until then the loop computes >= 70 % of the
     # time, which the advisor calls healthy. 51 s of training: evaluations at 25 … 55 s,
     # R15 leads at least as many as healthy (ties go to the larger impact).
-    record(out, *trainer_cmd("sattui.demo.ckpt_trainer", "--seconds", "51", "--every-s", "5",
+    record(out, *trainer_cmd("sattui.demo.ckpt_trainer", "--seconds", "40", "--every-s", "5",
                              "--small-tensors", "30000", "--truth", str(truth)))
     rep = report(out)
     lines = read_lines(truth)
@@ -326,7 +326,7 @@ def test_S13a_ddp_straggler(tmp_path):
     # the window sampled each, see RATE_HZ) on two evaluations running, and then to
     # lead: evaluations at 25 … 45 s.
     record(out, *_torchrun(), "--standalone", "--nproc_per_node=2", "-m", "sattui.demo.ddp_trainer",
-           "--steps", "340", "--truth", str(prefix))
+           "--steps", "260", "--truth", str(prefix))
     rep = report(out)
     truths = {r: read_lines(Path(f"{prefix}.rank{r}")) for r in (0, 1)}
     for r, lines in truths.items():
