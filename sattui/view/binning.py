@@ -77,6 +77,13 @@ def _cover(times: Sequence[float], i: int, hold: float) -> tuple[float, float]:
     return max(a, b - hold), b
 
 
+def _covered_buckets(span: tuple[float, float], t0: float, bw: float, n: int) -> tuple[int, int]:
+    """The first and last bucket a sample's span touches (at least its own bucket)."""
+    a, b = span
+    ia = max(0, math.floor((a - t0) / bw))
+    return ia, min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
+
+
 def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axis,
                hold: float) -> tuple[list[float | None], list[float | None], list[float | None]]:
     """Per bucket the (min, mean, max) of the samples that cover a fair part of it.
@@ -200,9 +207,7 @@ def bin_letters(times: Sequence[float], letters: Sequence[str | None], axis: Axi
         s = letters[i]
         if not s:
             continue
-        a, b = _cover(times, i, hold)
-        ia = max(0, math.floor((a - t0) / bw))
-        ib = min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
+        ia, ib = _covered_buckets(_cover(times, i, hold), t0, bw, n)
         for k in range(ia, ib + 1):
             d = acc[k]
             if d is None:
@@ -228,9 +233,7 @@ def bin_bits(times: Sequence[float], masks: Sequence[int | None], axis: Axis, ho
         mask = masks[i]
         if not mask:
             continue
-        a, b = _cover(times, i, hold)
-        ia = max(0, math.floor((a - t0) / bw))
-        ib = min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
+        ia, ib = _covered_buckets(_cover(times, i, hold), t0, bw, n)
         if ia > ib:
             continue
         bit = 1

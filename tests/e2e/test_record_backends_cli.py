@@ -622,7 +622,8 @@ def test_nvml_errors_mid_run_through_the_real_cli(runs):
     text = subprocess.run([sys.executable, "-m", "sattui", "report", str(res.out)], capture_output=True,
                           text=True, cwd=REPO, timeout=60).stdout
     (line,) = [ln for ln in text.splitlines() if ln.startswith("card 1 ")]
-    assert f"LOST at {lost['t']:.1f} s" in line
+    # the text shows the JSON's time (rounded to 10 ms) to 0.1 s: the same digits as --json
+    assert f"LOST at {cards[1]['lost_at_s']:.1f} s" in line, line
 
 
 def test_auto_picks_the_one_fake_tool(runs, real_here):
