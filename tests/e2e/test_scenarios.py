@@ -326,7 +326,7 @@ def test_S13a_ddp_straggler(tmp_path):
     # the window sampled each, see RATE_HZ) on two evaluations running, and then to
     # lead: evaluations at 25 … 45 s.
     record(out, *_torchrun(), "--standalone", "--nproc_per_node=2", "-m", "sattui.demo.ddp_trainer",
-           "--steps", "260", "--truth", str(prefix))
+           "--steps", "340", "--truth", str(prefix))
     rep = report(out)
     truths = {r: read_lines(Path(f"{prefix}.rank{r}")) for r in (0, 1)}
     for r, lines in truths.items():

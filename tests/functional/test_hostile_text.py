@@ -9,6 +9,7 @@ seconds, deterministically.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -81,6 +82,16 @@ async def _settle(pilot) -> None:
     await pilot.pause()
 
 
+async def _until(pilot, cond, tries: int = 40) -> None:
+    """Redraw until ``cond()`` holds (a loaded box may take several frames to lay a
+    screen out); the caller's assertions then say what is missing if it never does."""
+    for _ in range(tries):
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+        await _settle(pilot)
+
+
 async def test_every_screen_shows_hostile_names_escaped(hostile):
     app = SattuiApp(hostile, show_clock=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -98,6 +109,7 @@ async def test_every_screen_shows_hostile_names_escaped(hostile):
         assert "\\x1b[31mpt_data\\nworker" in workers
         await pilot.press("s")
         await _settle(pilot)
+        await _until(pilot, lambda: isinstance(app.screen, StacksScreen) and "Queue.get" in _screen_text(app))
         assert isinstance(app.screen, StacksScreen)
         stacks = _screen_text(app)
         _assert_clean(stacks, "stacks")
