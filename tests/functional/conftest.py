@@ -81,3 +81,35 @@ def assert_snapshot(name: str, svg: str) -> None:
         got.write_text(svg, encoding="utf-8")
         pytest.fail(f"screen {name} differs from {path.name} (now in {got.name}); if the change is "
                     f"intended, regenerate with {UPDATE_ENV}=1 python -m pytest tests/functional")
+
+
+# -- reading a screen as a person would: shared by the Pilot and snapshot tests ---------
+
+def chart_text(app) -> list[str]:
+    from sattui.widgets.timechart import TimeChart
+    return [s.text for s in app.screen.query_one(TimeChart)._strips]
+
+
+def header_text(app) -> str:
+    from sattui.widgets.header import StatusHeader
+    return "\n".join("".join(t for t, _ in line) for line in app.screen.query_one(StatusHeader)._runs)
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    pilot.app.redraw(True)
+    await pilot.pause()
+
+
+async def drawn_screenshot(app, pilot, size: tuple[int, int]) -> str:
+    """An SVG of the screen once a redraw has gone through (a loaded machine can draw
+    before a new screen has composed, and the redraw then skips it), then once more."""
+    for _ in range(50):
+        done = app.redraws
+        app.redraw(True)
+        await pilot.pause()
+        if app.redraws > done:
+            break
+    app.redraw(True)
+    await pilot.pause()
+    return app.export_screenshot(title=f"sattui {size[0]}x{size[1]}")

@@ -17,9 +17,8 @@ from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import State
 from sattui.view.lines import BLOCKS, DOTS
-from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
-from tests.functional.conftest import FIXTURE, replay
+from tests.functional.conftest import FIXTURE, chart_text, header_text, replay, settle
 from tests.functional.doubles import FrozenLive, status
 
 SIZE = (80, 24)
@@ -27,20 +26,6 @@ SIZE = (80, 24)
 
 def app_for(session, **kw) -> SattuiApp:
     return SattuiApp(session, show_clock=False, **kw)
-
-
-def chart_text(app: SattuiApp) -> list[str]:
-    return [s.text for s in app.screen.query_one(TimeChart)._strips]
-
-
-def header_text(app: SattuiApp) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in app.screen.query_one(StatusHeader)._runs)
-
-
-async def settle(pilot) -> None:
-    await pilot.pause()
-    pilot.app.redraw(True)
-    await pilot.pause()
 
 
 # -- the main screen ------------------------------------------------------------------

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from sattui.recording import RecordingReader
-from tests.functional.conftest import FIXTURE
+from tests.functional.conftest import FIXTURE, header_text, settle
 from tests.functional.doubles import FrozenLive, status
-from tests.functional.test_app import SIZE, app_for, header_text, settle
+from tests.functional.test_app import SIZE, app_for
 
 WRAPPER = 100
 

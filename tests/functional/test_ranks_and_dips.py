@@ -13,9 +13,16 @@ from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.session import ReplaySession
 from sattui.view.binning import Axis
-from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
-from tests.functional.conftest import FIXTURE, assert_snapshot, replay
+from tests.functional.conftest import (
+    FIXTURE,
+    assert_snapshot,
+    chart_text,
+    drawn_screenshot,
+    header_text,
+    replay,
+    settle,
+)
 from tests.functional.doubles import FrozenLive
 
 RANKS_FIXTURE = Path(FIXTURE).with_name("ranks_fixture.jsonl")
@@ -29,30 +36,8 @@ def ranks_replay() -> ReplaySession:
     return s
 
 
-def chart_text(app: SattuiApp) -> list[str]:
-    return [s.text for s in app.screen.query_one(TimeChart)._strips]
-
-
-def header_text(app: SattuiApp) -> str:
-    return "\n".join("".join(t for t, _ in line) for line in app.screen.query_one(StatusHeader)._runs)
-
-
-async def settle(pilot) -> None:
-    await pilot.pause()
-    pilot.app.redraw(True)
-    await pilot.pause()
-
-
 async def shot(app: SattuiApp, pilot, size: tuple[int, int]) -> str:
-    for _ in range(50):  # a loaded machine may draw before a new screen has composed
-        done = app.redraws
-        app.redraw(True)
-        await pilot.pause()
-        if app.redraws > done:
-            break
-    app.redraw(True)
-    await pilot.pause()
-    return app.export_screenshot(title=f"sattui {size[0]}x{size[1]}")
+    return await drawn_screenshot(app, pilot, size)
 
 
 # -- one strip per rank --------------------------------------------------------------

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from sattui.app import SattuiApp
-from tests.functional.conftest import REPO, SNAPSHOTS, assert_snapshot, replay
+from tests.functional.conftest import REPO, SNAPSHOTS, assert_snapshot, drawn_screenshot, replay
 
 SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"]}
 SIZES = [(80, 24), (160, 48)]
@@ -23,17 +23,7 @@ async def shot(size: tuple[int, int], keys: list[str]) -> str:
         for k in keys:
             await pilot.press(k)
             await pilot.pause()
-        # A loaded machine can draw before the new screen has composed (the redraw then
-        # skips it): draw until one redraw has gone through, then once more to settle.
-        for _ in range(50):
-            done = app.redraws
-            app.redraw(True)
-            await pilot.pause()
-            if app.redraws > done:
-                break
-        app.redraw(True)
-        await pilot.pause()
-        return app.export_screenshot(title=f"sattui {size[0]}x{size[1]}")
+        return await drawn_screenshot(app, pilot, size)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
