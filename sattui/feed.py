@@ -76,9 +76,8 @@ class Feed:
             self.add_proc(proc_from_record(rec))
         elif kind == "stacks":
             pid = int(rec["pid"])
-            for s in samples_from_record(rec):
-                if s.tid == pid:
-                    self.timeline.add("stack", pid, s.t, s)
+            for s in samples_from_record(rec, only_tid=pid):
+                self.timeline.add("stack", pid, s.t, s)
         elif kind == "event":
             self.add_event(event_from_record(rec))
         elif kind == "finding":

@@ -149,22 +149,25 @@ class ReportBuilder:
         self.stack_pids.add(pid)
         if isinstance(rec.get("rate_hz"), (int, float)):
             self.rates.add(float(rec["rate_hz"]))
-        frames = [Frame(str(n), str(fn), ln if isinstance(ln, int) else None) for n, fn, ln in rec["frames"]]
-        stacks = [tuple(frames[i] for i in ids) for ids in rec["stacks"]]
         local: dict[tuple[str, int], float] = defaultdict(float)
+        startup = State.STARTUP
         for _t, dur, tid, si, state in rec["samples"]:
-            if int(tid) != pid or state is None:
+            if tid != pid or state is None:
                 continue
-            dur = float(dur)
-            if state == State.STARTUP:
+            if state == startup:
                 self.startup_s += dur
                 continue
+            local[(state, si)] += dur
+        for (state, _si), dur in local.items():
             self.sampled_s += dur
             self.state_s[state] += dur
-            local[(state, si)] += dur
-        # Hashing a whole stack per sample is the cost here: once per distinct stack.
+        # Hashing a whole stack per sample is the cost here: once per distinct stack, and
+        # frames are built only for the stacks the main thread used.
+        frames_raw, stacks_raw = rec["frames"], rec["stacks"]
         for (state, si), dur in local.items():
-            key = (state, stacks[si])
+            stack = tuple(Frame(str(n), str(fn), ln if isinstance(ln, int) else None)
+                          for n, fn, ln in (frames_raw[i] for i in stacks_raw[si]))
+            key = (state, stack)
             if key in self.stack_s or len(self.stack_s) < MAX_DISTINCT_STACKS:
                 self.stack_s[key] += dur
 
@@ -294,11 +297,11 @@ class ReportBuilder:
 def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
     """The report of a recording: aggregates, plus the advisor's verdict, findings and
     efficiency from replaying it (sattui/advisor/judge.py). One pass over the file."""
-    from sattui.advisor.judge import Judge
+    from sattui.advisor.judge import Judge, every_s_for
 
     reader = RecordingReader(path)
     builder = ReportBuilder(reader.header)
-    judge = Judge(reader.header)
+    judge = Judge(reader.header, every_s=every_s_for(reader.last_t()))
     for rec in reader.records():
         builder.add(rec)
         judge.add(rec)

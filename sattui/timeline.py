@@ -8,6 +8,7 @@ nothing else keeps its own history. Memory is bounded: each series holds at most
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Callable, Hashable, Iterator
@@ -68,21 +69,22 @@ class Ring(Generic[T]):
         return self._items[self._phys(i)]
 
     def append(self, t: float, item: T) -> None:
-        if self._len and t < self.time_at(self._len - 1):
+        n, cap = self._len, self.capacity
+        if n and t < self._times[(self._start + n - 1) % cap]:
             self._insert_sorted(t, item)
             return
         # Store before publishing (length/start moved last), so a reader on another thread
         # never sees a slot that is counted but not yet filled.
-        if self._len < self.capacity:
-            p = self._phys(self._len)
+        if n < cap:
+            p = (self._start + n) % cap
             self._items[p] = item
             self._times[p] = t
-            self._len += 1
+            self._len = n + 1
         else:  # full: overwrite the oldest
             p = self._start
             self._items[p] = item
             self._times[p] = t
-            self._start = (self._start + 1) % self.capacity
+            self._start = (p + 1) % cap
 
     def _insert_sorted(self, t: float, item: T) -> None:
         # Out-of-order samples land near the newest end (overlapping py-spy chunks, a
@@ -110,24 +112,26 @@ class Ring(Generic[T]):
             yield self._items[self._phys(i)]
 
     def _bisect_left(self, t: float) -> int:
-        lo, hi = 0, self._len
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.time_at(mid) < t:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return self._bisect(t, bisect.bisect_left)
 
     def _bisect_right(self, t: float) -> int:
-        lo, hi = 0, self._len
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if t < self.time_at(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        return self._bisect(t, bisect.bisect_right)
+
+    def _bisect(self, t: float, how: Callable[..., int]) -> int:
+        # The ring in memory is two sorted runs, [start, capacity) then [0, start): search
+        # the run ``t`` falls in with the C bisect (the advisor asks ~50,000 times an hour).
+        n, start, cap, times = self._len, self._start, self.capacity, self._times
+        if n == 0:
+            return 0
+        end = start + n
+        if end <= cap:
+            return how(times, t, start, end) - start
+        # Past the whole first run only if ``how`` lands at its end; the second run's
+        # samples are all at or after the first run's.
+        i = how(times, t, start, cap)
+        if i < cap:
+            return i - start
+        return (cap - start) + how(times, t, 0, end - cap)
 
     def window(self, t0: float, t1: float) -> list[T]:
         """Samples with ``t0 <= t < t1``, oldest first."""

@@ -1,5 +1,6 @@
 """Judging a recording: replay it through a Timeline, evaluate the Advisor every 5 s as
-the live monitor would, then aggregate.
+the live monitor would (a recording longer than 20 minutes less often: :func:`every_s_for`),
+then aggregate.
 
 * verdict: the headline that led most evaluations after the warm-up (ties: the higher
   mean impact, then precedence) — except that a problem at medium or higher that led at
@@ -36,6 +37,23 @@ from sattui.timeline import Timeline
 # end, ~2 s; the writer flushes once a second): evaluate time T once records past
 # T + LAG_S are read.
 LAG_S = 4.0
+
+# A recording up to 20 minutes long is judged every 5 s, as live. A longer one is judged
+# at most this many times, but at least every 15 s: half the 30-s window, so each moment
+# is still judged in two overlapping windows. The verdict comes from the ledger, which
+# accounts for every second once whatever the step; the step sets how finely a finding's
+# first and last time and its share of evaluations are known, and the hysteresis's
+# timescale (raised after two evaluations). Judging a 1-hour recording every 5 s spent
+# 720 evaluations on windows that overlap six times over.
+MAX_EVALUATIONS = 240
+MAX_EVERY_S = 15.0
+
+
+def every_s_for(duration_s: float | None, every_s: float = Advisor.EVERY_S) -> float:
+    """How often the report judges a recording of ``duration_s`` (unknown: as live)."""
+    if duration_s is None:
+        return every_s
+    return max(every_s, min(MAX_EVERY_S, duration_s / MAX_EVALUATIONS))
 
 
 @dataclass
@@ -264,7 +282,7 @@ class Judge:
 def judge_recording(path: str) -> dict[str, Any]:
     """``{"verdict", "findings", "efficiency", "cannot_judge", "advisor"}`` of a recording."""
     reader = RecordingReader(path)
-    judge = Judge(reader.header)
+    judge = Judge(reader.header, every_s=every_s_for(reader.last_t()))
     for rec in reader.records():
         judge.add(rec)
     return judge.result()

@@ -56,6 +56,11 @@ def test_ring_matches_a_sorted_list_model_under_any_arrival_order(cap, times):
     if model:
         lo, hi = model[0][0], model[-1][0]
         assert r.window(lo, hi + 1) == [seq for _, seq in model]
+    # Any window, over a ring that has wrapped or not: the search runs over two runs.
+    for a in range(-1, 32, 3):
+        for b in range(a, 33, 4):
+            assert r.window(a, b) == [seq for t, seq in model if a <= t < b], (a, b)
+            assert r.window(a + 0.5, b + 0.5) == [seq for t, seq in model if a + 0.5 <= t < b + 0.5]
 
 
 class _CountingList(list):
