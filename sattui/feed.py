@@ -37,19 +37,20 @@ _EVENT_KEYS = ("kind", "t", "type", "message")
 
 
 def card_from_record(rec: dict[str, Any]) -> CardSample:
-    # The reader has checked each field's type (sattui/recording/schema.py).
-    fields_: dict[str, Any] = {k: rec.get(k) for k in _CARD_FIELDS}
-    return CardSample(**fields_)
+    # The reader has checked each field's type (sattui/recording/schema.py). Positional
+    # arguments in the dataclass's field order: no dict built per record.
+    values: list[Any] = list(map(rec.get, _CARD_FIELDS))
+    return CardSample(*values)
 
 
 def proc_from_record(rec: dict[str, Any]) -> ProcSample:
-    fields_: dict[str, Any] = {k: rec.get(k) for k in _PROC_FIELDS}
-    return ProcSample(**fields_)
+    values: list[Any] = list(map(rec.get, _PROC_FIELDS))
+    return ProcSample(*values)
 
 
 def host_from_record(rec: dict[str, Any]) -> HostSample:
-    fields_: dict[str, Any] = {k: rec.get(k) for k in _HOST_FIELDS}
-    return HostSample(**fields_)
+    values: list[Any] = list(map(rec.get, _HOST_FIELDS))
+    return HostSample(*values)
 
 
 def worker_stack_from_record(rec: dict[str, Any]) -> WorkerStack:

@@ -53,7 +53,7 @@ def every_s_for(duration_s: float | None, every_s: float = Advisor.EVERY_S) -> f
     """How often the report judges a recording of ``duration_s`` (unknown: as live)."""
     if duration_s is None:
         return every_s
-    return max(every_s, min(MAX_EVERY_S, duration_s / MAX_EVALUATIONS))
+    return max(every_s, min(MAX_EVERY_S, round(duration_s / MAX_EVALUATIONS * 2) / 2))  # to half seconds
 
 
 @dataclass

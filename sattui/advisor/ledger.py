@@ -65,10 +65,11 @@ WAITING_MAIN_CORES = 0.3
 # A worker's stack (a py-spy dump every ~5 s) says what it did this close to a bin.
 WORKER_LOOK_S = 6.0
 
-# Steps are found in the spans from this long before a stretch of bins, so the step that
-# ends in its first bin has its start (sattui/advisor/steps.py): first the short look, and
-# the long one only when a step seen in the stretch began before the short one reaches
-# (most steps are far shorter; the long look on every update cost a sixth of `report`).
+# A ledger built afresh (not by the LedgerBook, whose StepTracker carries each rank's
+# chain from one stretch to the next) finds steps in the spans from this long before a
+# stretch of bins, so the step that ends in its first bin has its start
+# (sattui/advisor/steps.py): first the short look, and the long one only when a step seen
+# in the stretch began before the short one reaches.
 STEP_LOOKBACK_S = 15.0
 STEP_LOOKBACK_SHORT_S = 3.0
 
@@ -104,7 +105,8 @@ def _merge(into: dict[str, float], other: dict[str, float], sign: float = 1.0) -
     """Add ``other`` into ``into`` (``sign=-1``: take it out again; what is left at ~0 goes)."""
     if sign > 0:
         for k, v in other.items():
-            _add(into, k, v)
+            if v > 0:
+                into[k] = into.get(k, 0.0) + v
         return
     for k, v in other.items():
         left = into.get(k, 0.0) - v
@@ -395,18 +397,21 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
     return out
 
 
-def _tree_cores(w: Window, b: int, interval: float) -> float:
-    """CPU the whole trainer tree used in bin ``b`` (cores), from the tick that describes
-    it (which may fall just after the window)."""
-    total = 0.0
-    for p in w.procs.values():
-        if p.role == "pin":
-            continue  # a thread of its process: counted there already
-        got = w.timeline.window("proc", p.pid, b * BIN_S, (b + 1) * BIN_S + interval + 1e-6)
-        s = _sample_for_bin(got, b, interval)
-        if s is not None and s.cpu is not None:
-            total += s.cpu
-    return total
+def _tree_cores(w: Window, lo: float, hi: float, interval: float) -> Callable[[int], float]:
+    """CPU the whole trainer tree used in a bin of ``[lo, hi)`` (cores), from the tick that
+    describes it (which may fall just after the stretch): each process's samples are
+    looked up once per stretch, not once per bin."""
+    series = [w.timeline.window("proc", p.pid, lo, hi + BIN_S + interval + 1e-6)
+              for p in w.procs.values() if p.role != "pin"]  # a pin thread is counted in its process
+
+    def at(b: int) -> float:
+        total = 0.0
+        for samples in series:
+            s = _sample_for_bin(samples, b, interval)
+            if s is not None and s.cpu is not None:
+                total += s.cpu
+        return total
+    return at
 
 
 def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView] | None, to_come: bool | None,
@@ -518,12 +523,16 @@ class _SpanCursor:
 
 
 def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
-               bins_from: Window | None = None) -> dict[int, JobLedger]:
+               bins_from: Window | None = None,
+               steps_for: Callable[[int, float, float], dict[int, step_seen.Bin]] | None = None,
+               ) -> dict[int, JobLedger]:
     """One small ledger per one-second bin of ``[lo, hi)``.
 
     ``structure`` says who is who (the ranks, their workers, the job's cards: the short
     window ending now, by default ``w``); ``bins_from`` gives the main threads' binned
-    states (the long window's cached bins, by default ``w``'s own)."""
+    states (the long window's cached bins, by default ``w``'s own); ``steps_for(pid, lo,
+    hi)`` the steps seen in ``[lo, hi)`` by bin (by default found afresh in the spans
+    before and in it)."""
     sw = structure or w
     src = bins_from or w
     interval = _proc_interval(sw)
@@ -544,10 +553,11 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
 
     first_bin, last_bin = math.floor(lo / BIN_S), math.ceil(hi / BIN_S)
     rank_bins: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
-    steps = {pid: _steps_by_bin(sw, pid, lo, hi) for pid in inputs}
+    steps = {pid: (steps_for or (lambda p, a, z: _steps_by_bin(sw, p, a, z)))(pid, lo, hi) for pid in inputs}
     hosts = w.timeline.window("host", 0, lo - 2 * interval, hi + 2 * interval)
+    tree_cores = _tree_cores(sw, lo, hi, interval)
     for b in range(first_bin, last_bin):
-        free = None if cpus is None else cpus - _tree_cores(sw, b, interval)
+        free = None if cpus is None else cpus - tree_cores(b)
         clock = _clock_ratio(_sample_for_bin(hosts, b, interval))
         for pid, ri in inputs.items():
             states = _clip_bin(ri.bins.get(b), b, lo, hi)
@@ -620,6 +630,8 @@ class LedgerBook:
         # two minutes of bins every evaluation.
         self._win: JobLedger | None = None
         self._win_lo = self._win_hi = 0
+        # Each rank's steps, found as its spans settle (sattui/advisor/steps.py).
+        self._steps: dict[int, step_seen.StepTracker] = {}
 
     def update(self, w: Window, wl: Window, settled_t: float) -> None:
         """Compute the bins up to ``settled_t`` not done yet (``w``: the short window
@@ -627,7 +639,13 @@ class LedgerBook:
         hi = math.floor(settled_t / BIN_S)
         lo = self._done if self._done is not None else math.floor(wl.t0 / BIN_S)
         if hi > lo:
-            self._bins.update(build_bins(wl, lo * BIN_S, hi * BIN_S, structure=w, bins_from=wl))
+            def steps_for(pid: int, a: float, z: float) -> dict[int, step_seen.Bin]:
+                tracker = self._steps.get(pid)
+                if tracker is None:
+                    tracker = self._steps[pid] = step_seen.StepTracker()
+                return tracker.feed(wl.timeline.window("stack", pid, a, z), a, z, BIN_S)
+
+            self._bins.update(build_bins(wl, lo * BIN_S, hi * BIN_S, structure=w, bins_from=wl, steps_for=steps_for))
             self._done = hi
         self.close_before(math.floor(wl.t0 / BIN_S))
 

@@ -128,7 +128,16 @@ def boundaries(spans: Iterable[Any]) -> list[tuple[float, float | None]]:
 
 
 def bucket(length_s: float) -> int:
-    return round(math.log(max(length_s, 1e-6)) / _LOG)
+    got = _BUCKETS.get(length_s)
+    if got is None:
+        if len(_BUCKETS) > 4096:
+            _BUCKETS.clear()
+        got = _BUCKETS[length_s] = round(math.log(max(length_s, 1e-6)) / _LOG)
+    return got
+
+
+# Lengths repeat (whole sampling periods, mostly): a log each time was a tenth of `report`.
+_BUCKETS: dict[float, int] = {}
 
 
 def quantile(hist: dict[int, int], q: float) -> float | None:
@@ -216,3 +225,84 @@ def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int
             k = bucket(length)
             h[k] = h.get(k, 0) + 1
     return out
+
+
+class StepTracker:
+    """:func:`boundaries` and :func:`sightings` of one thread, fed its spans a stretch at a
+    time in time order (the ledger's bins as they settle): the chain — the last boundary,
+    the phases still open — carries over from one stretch to the next, so each span is
+    read once, and a step of any length has its start."""
+
+    def __init__(self) -> None:
+        self.prev: str | None = None
+        self.prev_end: float | None = None
+        self.last: float | None = None
+        self.seen_forward = False
+        self.open: dict[str, list[float]] = {}  # phase -> [start, end]
+
+    def feed(self, spans: Iterable[Any], lo: float, hi: float, bin_s: float) -> dict[int, Bin]:
+        """What :func:`by_bin` gives for ``[lo, hi)``, from the spans that start there.
+        A sighting that ends in a stretch already given (its phase closed only now) counts
+        in this stretch's first bin."""
+        out: dict[int, Bin] = {}
+        first_b, last_b = math.floor(lo / bin_s), max(math.floor(lo / bin_s), math.ceil(hi / bin_s) - 1)
+
+        def at(t: float) -> Bin:
+            b = min(last_b, max(first_b, math.floor(t / bin_s)))
+            got = out.get(b)
+            if got is None:
+                got = out[b] = (0, {}, {})
+            return got
+
+        # The chain in locals for the loop (a span at a time, 72,000 an hour at 20 Hz).
+        open_, prev, prev_end, last, seen_forward = self.open, self.prev, self.prev_end, self.last, self.seen_forward
+        phases_of, data, step, forward = _PHASES_OF, DATA, STEP, State.FORWARD
+        now: tuple[str, ...] = ()
+        for s in spans:
+            st = s.state
+            if st is None:
+                continue
+            t = s.t
+            end = t + s.dur
+            if prev_end is not None and t - prev_end > GAP_S:
+                prev, last, seen_forward = None, None, False
+                open_.clear()
+            if prev_end is None or end > prev_end:
+                prev_end = end
+            # sightings: the phases open are those of the span before, unless a gap closed them
+            before, now = now, phases_of.get(st, ())
+            if now is not before or len(open_) != len(now):
+                for ph in [ph for ph in open_ if ph not in now]:
+                    a, z = open_.pop(ph)
+                    h = at(z)[2].setdefault(ph, {})
+                    k = bucket(z - a)
+                    h[k] = h.get(k, 0) + 1
+            for ph in now:
+                run = open_.get(ph)
+                if run is None:
+                    open_[ph] = [t, end]
+                else:
+                    run[1] = end
+            # boundaries
+            if st == prev:
+                continue
+            boundary = False
+            if prev in data and st in step:
+                boundary = True
+                seen_forward = st == forward
+            elif st == forward:
+                boundary = seen_forward
+                seen_forward = True
+            if boundary:
+                n, hist, seen = at(t)
+                if last is not None:
+                    k = bucket(t - last)
+                    hist[k] = hist.get(k, 0) + 1
+                out[min(last_b, max(first_b, math.floor(t / bin_s)))] = (n + 1, hist, seen)
+                last = t
+            prev = st
+        self.prev, self.prev_end, self.last, self.seen_forward = prev, prev_end, last, seen_forward
+        return out
+
+
+_PHASES_OF = {st: _phases(st) for st in State}

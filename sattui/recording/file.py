@@ -125,9 +125,7 @@ def samples_from_record(rec: dict[str, Any], only_tid: int | None = None) -> lis
         tid = int(tid)
         if only_tid is not None and tid != only_tid:
             continue
-        out.append(StackSample(t=float(t), dur=float(dur), pid=pid, tid=tid,
-                               thread_name=threads.get(str(tid)), is_main=tid == pid,
-                               frames=stack(si), state=state))
+        out.append(StackSample(float(t), float(dur), pid, tid, threads.get(str(tid)), tid == pid, stack(si), state))
     return out
 
 

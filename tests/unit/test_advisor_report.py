@@ -154,3 +154,45 @@ def test_advisor_code_does_not_import_textual_or_torch():
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'torch', 'rich'))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
+
+
+def test_a_long_recording_is_judged_less_often_but_every_moment_in_two_windows():
+    from sattui.advisor.judge import every_s_for
+    assert every_s_for(None) == 5.0 and every_s_for(60.0) == 5.0 and every_s_for(1200.0) == 5.0
+    assert every_s_for(2400.0) == 10.0
+    assert every_s_for(3600.0) == 15.0 and every_s_for(86400.0) == 15.0  # half the 30-s window at most
+
+
+def test_the_report_reads_the_recordings_length_from_its_tail_and_judges_at_that_step(tmp_path):
+    # 40 minutes of one starved card, and a torn last line: the step is 2400 / 240 = 10 s,
+    # and the whole run is still judged (the ledger's verdict, evaluations to the end)
+    from sattui.recording import RecordingReader
+    path = tmp_path / "long.jsonl"
+    h = make_header(pid=7, cmdline=["x"], backend="nvml", cards=[{"card": 0, "mem_total": 100}],
+                    stack_rate_hz=None)
+    with open(path, "w") as f:
+        f.write(json.dumps(h) + "\n")
+        for rec in _records(20.0, t1=2400.0):
+            f.write(json.dumps(rec) + "\n")
+        f.write('{"kind": "card", "t": 2500.0, "card"')  # torn by a kill
+    r = RecordingReader(str(path))
+    assert r.last_t() == pytest.approx(2399.75)
+    assert next(r.records())["t"] == 0.25  # the tail was read without moving the reader
+    r.close()
+    rep = json.loads(subprocess.run([sys.executable, "-m", "sattui", "report", "--json", str(path)], cwd=ROOT,
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert rep["advisor"]["every_s"] == 10.0
+    assert rep["advisor"]["evaluations"] + rep["advisor"]["collecting"] == pytest.approx(240, abs=2)
+    assert rep["verdict"]["rule"] == "starved_unattributed" and rep["verdict"]["impact"] == 0.8
+    (f,) = [f for f in rep["findings"] if f["rule"] == "starved_unattributed"]
+    assert f["last_t"] >= 2390.0
+
+
+def test_a_recording_whose_tail_holds_no_whole_record_is_judged_as_live(tmp_path):
+    from sattui.recording import RecordingReader
+    path = tmp_path / "short.jsonl"
+    h = make_header(pid=7, cmdline=["x"], backend="nvml", cards=[{"card": 0, "mem_total": 100}])
+    path.write_text(json.dumps(h) + "\n")
+    r = RecordingReader(str(path))
+    assert r.last_t() is None
+    r.close()

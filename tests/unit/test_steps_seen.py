@@ -3,6 +3,8 @@ through the ledger to the report's ``trainer.ranks[]`` figures."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from sattui.advisor import ledger
@@ -143,3 +145,51 @@ def test_the_ledger_counts_steps_per_bin_and_the_report_gives_them_per_rank():
     add_ledger(rep, job)
     assert rep["trainer"]["ranks"][0]["steps_per_s"] is None
     assert rep["trainer"]["ranks"][0]["steps_null_reason"]
+
+
+def _counts(bins: dict) -> tuple[int, dict, dict]:
+    n, hist, seen = 0, {}, {}
+    for b_n, b_hist, b_seen in bins.values():
+        n += b_n
+        for k, c in b_hist.items():
+            hist[k] = hist.get(k, 0) + c
+        for ph, h in b_seen.items():
+            for k, c in h.items():
+                seen.setdefault(ph, {})[k] = seen.setdefault(ph, {}).get(k, 0) + c
+    return n, hist, seen
+
+
+def test_the_tracker_fed_stretch_by_stretch_finds_what_one_pass_finds():
+    # The LedgerBook feeds each rank's spans as its bins settle: 5 s at a time here, with
+    # steps of 0.55 s and an evaluation pass, a torn sample and a sampling gap between.
+    seq = cycle(20, 0.1, 0.15, 0.2, 0.1) + [("eval", 1.3), (None, 0.05)] + cycle(20, 0.1, 0.15, 0.2, 0.1)
+    a = spans(seq, t0=0.02)
+    later = spans(cycle(15, 0.05, 0.15, 0.2, 0.1), t0=a[-1].t + a[-1].dur + 2.0)
+    allspans = a + later
+    hi = math.ceil(allspans[-1].t + allspans[-1].dur) + 1.0
+    whole = st.by_bin(allspans, 0.0, hi, 1.0)
+    tracker = st.StepTracker()
+    fed: dict = {}
+    for lo in range(0, int(hi), 5):
+        part = [s for s in allspans if lo <= s.t < lo + 5]
+        fed.update(tracker.feed(part, float(lo), float(lo + 5), 1.0))
+    n, hist, seen = _counts(fed)
+    n1, hist1, seen1 = _counts(whole)
+    assert n == n1 == 55 and hist == hist1
+    # a phase that closes only in the next stretch is still counted (one pass over all
+    # the spans counts it too)
+    assert seen == seen1
+
+
+def test_the_tracker_times_a_step_longer_than_any_look_back():
+    # one 40 s checkpoint inside a step: the step's length is known, not dropped
+    seq = cycle(3, 0.1, 0.1, 0.2, 0.1) + [("checkpoint", 40.0)] + cycle(3, 0.1, 0.1, 0.2, 0.1)
+    allspans = spans(seq)
+    tracker = st.StepTracker()
+    fed: dict = {}
+    for lo in range(0, 50, 5):
+        fed.update(tracker.feed([s for s in allspans if lo <= s.t < lo + 5], float(lo), float(lo + 5), 1.0))
+    n, hist, _ = _counts(fed)
+    assert n == 6
+    longest = st._RATIO ** max(hist)
+    assert longest == pytest.approx(40.5, rel=0.05)
