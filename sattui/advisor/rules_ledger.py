@@ -352,7 +352,8 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     the cards' not-busy seconds while their rank is in forward/backward/optimizer, as a
     share of the job's wall time (over its cards) ≥ 5 % medium, ≥ 20 % high (shown from
     5 %: a busy card's gaps between kernels are normal); never more than the cards' idle
-    share beyond their ranks' lost share over the window (``_idle_beyond_waits``).
+    share beyond their ranks' time in states that give a card no work, over the window
+    (``_idle_beyond_waits``).
     """
     job = _job(w)
     if job is None or not job.gpu_job:
