@@ -29,9 +29,10 @@ ledger accounts for each of those seconds, one-second bin by bin:
     ``cpu_contention`` (the step was slowed by other processes on its cores).
 
 * a card's not-busy seconds (``1 − util/100`` of each bin) are split by the state of the
-  rank using that card in that bin (``by_state``), and by the same causes; idle while
-  the rank computes is ``host_overhead_bound`` (launch or host overhead); no stacks is
-  ``unknown``.
+  rank using that card in that bin (``by_state``), and by the same causes: states that
+  give the card no work (data waits, checkpoint, logging, idle) take them first, the rest
+  in proportion; idle while the rank computes is ``host_overhead_bound`` (launch or host
+  overhead); no stacks is ``unknown``.
 
 A job's figure for a cause is the share of the job's wall time it took: over the job's
 cards in a GPU job (a cause on one card of eight counts an eighth), over its ranks in a
@@ -75,6 +76,10 @@ STEP_LOOKBACK_SHORT_S = 3.0
 
 COMPUTE = (State.FORWARD, State.BACKWARD, State.OPTIMIZER, State.COMPILE, State.OTHER)
 PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
+# States in which the rank gives its card no work: a card idle beside them is idle for
+# them. Not sync, h2d_copy or collective (the rank waits for the card or the link, which
+# are busy), nor eval (it runs the model on the card).
+STARVING = (State.DATA_WAIT, State.DATA_INLINE, State.CHECKPOINT, State.LOGGING, State.IDLE)
 
 # Causes of lost time (rule ids of docs/rules.md, plus "idle" and "unknown").
 # Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
@@ -472,9 +477,20 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
 
 
 def card_piece_causes(idle_s: float, states: dict[str, float],
-                      split: dict[str, dict[str, float]] | None) -> tuple[dict[str, float], dict[str, float]]:
-    """A card's not-busy seconds over one stretch, by the state of its rank over that same
-    stretch and by cause; idle while the rank does its own work is host overhead."""
+                      split: dict[str, dict[str, float]] | None,
+                      wall_s: float | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """A card's not-busy seconds over one stretch (``wall_s`` long; by default as long as
+    ``states`` cover), by the state of its rank over that same stretch and by cause.
+
+    Inside one stretch the card's utilization is an average and the rank's states a few
+    py-spy sightings, so which not-busy second fell on which state is not known. A rank in
+    a state that gives its card no work (``STARVING``) accounts for an idle card, so those
+    seconds take the idle time first, each by its own causes; the rest is split over the
+    other states in proportion, and what falls on the rank's own work is host overhead.
+    Splitting all of it in proportion would call host overhead every idle second that fell
+    beside a compute sighting, though with steps shorter than the sampling period nearly
+    every stretch has both (a starved loader's waits, the demo's, read as ~10 % host
+    overhead where there was none)."""
     total = sum(states.values())
     by_state: dict[str, float] = {}
     by_cause: dict[str, float] = {}
@@ -482,8 +498,17 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
         _add(by_state, UNKNOWN, idle_s)
         _add(by_cause, UNKNOWN, idle_s)
         return by_state, by_cause
+    wall = total if wall_s is None else wall_s
+    starving = sum(secs for st, secs in states.items() if st in STARVING)
+    # the card seconds the starving states cover, at most the idle ones
+    explained = min(idle_s, wall * starving / total)
+    rest = max(0.0, idle_s - explained)
+    others = total - starving
     for st, secs in states.items():
-        part = idle_s * secs / total
+        if st in STARVING:
+            part = explained * secs / starving if starving > 0 else 0.0
+        else:
+            part = rest * secs / others if others > 0 else 0.0
         _add(by_state, st, part)
         frac = split.get(st, {})
         lost = 0.0
@@ -590,7 +615,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             idle = max(0.0, 1.0 - util / 100.0) * dt
             states = cursor.states(a, z)
             got = rank_bins.get(user, {}).get(b) if user is not None else None
-            by_state, by_cause = card_piece_causes(idle, states, got)
+            by_state, by_cause = card_piece_causes(idle, states, got, dt)
             cl = job_at(b).cards.get(c)
             if cl is None:
                 cl = job_at(b).cards[c] = CardLedger(c, user, rank)
