@@ -38,6 +38,7 @@ import pytest
 
 from sattui.advisor.verdict import SPECS
 from tests.e2e.test_scenarios import (  # noqa: F401  (_tools: the module's autouse fixture)
+    S00_FORBIDDEN,
     SEV_RANK,
     SHARE_TOL,
     _tools,
@@ -219,6 +220,11 @@ def test_healthy_compute_bound(tmp_path):
           f"{rep['trainer']['ranks'][0]['lost']}\n{steps}\n{describe(rep)}")
     assert sh["wait_s"] <= 0.10, "scenario is not what it claims"
     check_causes(rep, Truth("healthy", 0.0, cont, sh["wait_s"]))
+    # S00 of advisor-rules.md §4.2 too: check_causes holds the causes; its other
+    # forbidden rules (card, configuration) stay below medium as well
+    others = [f["rule"] for f in rep["findings"] if f["rule"] in S00_FORBIDDEN and f["rule"] not in CAUSES
+              and SEV_RANK[f["severity"]] >= SEV_RANK["medium"]]
+    assert not others, f"S00 forbidden at >= medium: {others}\n{describe(rep)}"
     # everything the ledger calls lost is the host's contention (and the trainer's few waits)
     assert abs(lost - (cont + sh["wait_s"])) <= SHARE_TOL, rep["trainer"]["ranks"]
 
