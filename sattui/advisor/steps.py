@@ -31,7 +31,7 @@ was given 1.9 steps/s for its true 16.7 with the median.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sattui.states import State
@@ -73,58 +73,15 @@ def sightings(spans: Iterable[Any]) -> list[tuple[float, str, float]]:
     step's own states together, its forward pass, the rest of the step) was seen in a
     thread's spans, from its first span to its last; one still open at the end is left
     out (it ends in what comes next)."""
-    out: list[tuple[float, str, float]] = []
-    open_: dict[str, list[float]] = {}  # phase -> [start, end]
-    prev_end: float | None = None
-    for s in spans:
-        if s.state is None:
-            continue
-        if prev_end is not None and s.t - prev_end > GAP_S:
-            open_.clear()  # not known to have ended where the hole began
-        prev_end = max(prev_end or s.t, s.t + s.dur)
-        now = _phases(s.state)
-        for ph in [ph for ph in open_ if ph not in now]:
-            a, z = open_.pop(ph)
-            out.append((z, ph, z - a))
-        for ph in now:
-            run = open_.get(ph)
-            if run is None:
-                open_[ph] = [s.t, s.t + s.dur]
-            else:
-                run[1] = s.t + s.dur
-    return out
+    return [(t, ph, length) for kind, t, ph, length in StepTracker().events(spans)
+            if kind == SEEN and ph is not None and length is not None]
 
 
 def boundaries(spans: Iterable[Any]) -> list[tuple[float, float | None]]:
     """``(t, length of the step that ends there)`` for each step boundary in a thread's
     spans (sorted by ``t``); the length is None where the previous boundary is not known
     (the first one, or one after a gap)."""
-    out: list[tuple[float, float | None]] = []
-    prev: str | None = None
-    prev_end: float | None = None
-    last: float | None = None
-    seen_forward = False
-    for s in spans:
-        st = s.state
-        if st is None:
-            continue  # a torn sample: its state is unknown, it neither begins nor ends a step
-        if prev_end is not None and s.t - prev_end > GAP_S:
-            prev, last, seen_forward = None, None, False
-        prev_end = max(prev_end or s.t, s.t + s.dur)
-        if st == prev:
-            continue
-        boundary = False
-        if prev in DATA and st in STEP:
-            boundary = True
-            seen_forward = st == State.FORWARD
-        elif st == State.FORWARD:
-            boundary = seen_forward  # a second forward: the wait between was too short to sample
-            seen_forward = True
-        if boundary:
-            out.append((s.t, s.t - last if last is not None else None))
-            last = s.t
-        prev = st
-    return out
+    return [(t, length) for kind, t, _, length in StepTracker().events(spans) if kind == STEP_BEGINS]
 
 
 def bucket(length_s: float) -> int:
@@ -202,36 +159,41 @@ def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int
     """The boundaries and sightings in ``[lo, hi)`` by bin: ``{bin: (steps, histogram of
     their lengths, {phase: histogram of its sightings' lengths})}`` (a sighting counts in
     the bin it ends in). ``spans`` should start well before ``lo`` so the chain is in step
-    by then."""
+    by then; what they show before ``lo`` is left out."""
     out: dict[int, Bin] = {}
-
-    def at(t: float) -> Bin:
-        b = math.floor(t / bin_s)
-        got = out.get(b)
-        if got is None:
-            got = out[b] = (0, {}, {})
-        return got
-
-    for t, length in boundaries(spans):
+    for kind, t, ph, length in StepTracker().events(spans):
         if lo <= t < hi:
-            n, hist, seen = at(t)
-            if length is not None:
-                k = bucket(length)
-                hist[k] = hist.get(k, 0) + 1
-            out[math.floor(t / bin_s)] = (n + 1, hist, seen)
-    for t, ph, length in sightings(spans):
-        if lo <= t < hi:
-            h = at(t)[2].setdefault(ph, {})
-            k = bucket(length)
-            h[k] = h.get(k, 0) + 1
+            _count(out, math.floor(t / bin_s), kind, ph, length)
     return out
 
 
+def _count(out: dict[int, Bin], b: int, kind: str, ph: str | None, length: float | None) -> None:
+    n, hist, seen = out.get(b) or (0, {}, {})
+    if kind == STEP_BEGINS:
+        n += 1
+        if length is not None:
+            k = bucket(length)
+            hist[k] = hist.get(k, 0) + 1
+    elif ph is not None and length is not None:
+        h = seen.setdefault(ph, {})
+        k = bucket(length)
+        h[k] = h.get(k, 0) + 1
+    out[b] = (n, hist, seen)
+
+
+# What StepTracker.events yields: a step begins at t (length: of the step that ends there),
+# or a phase was seen, ending at t (length: how long it was seen).
+STEP_BEGINS, SEEN = "step", "seen"
+Event = tuple[str, float, str | None, float | None]
+
+
 class StepTracker:
-    """:func:`boundaries` and :func:`sightings` of one thread, fed its spans a stretch at a
-    time in time order (the ledger's bins as they settle): the chain — the last boundary,
-    the phases still open — carries over from one stretch to the next, so each span is
-    read once, and a step of any length has its start."""
+    """The steps and phase sightings of one thread's spans, fed in time order — all at
+    once, or a stretch at a time as the ledger's bins settle: the chain (the last
+    boundary, the phases still open) carries over from one call to the next, so each span
+    is read once and a step of any length has its start. The one home of the rules in
+    this module's docstring; :func:`boundaries`, :func:`sightings` and :func:`by_bin` read
+    it."""
 
     def __init__(self) -> None:
         self.prev: str | None = None
@@ -240,68 +202,64 @@ class StepTracker:
         self.seen_forward = False
         self.open: dict[str, list[float]] = {}  # phase -> [start, end]
 
+    def events(self, spans: Iterable[Any]) -> Iterator[Event]:
+        """``(STEP_BEGINS, t, None, length or None)`` at each step boundary and ``(SEEN,
+        end, phase, length)`` at each phase's end, in the order the spans show them."""
+        # The chain in locals for the loop (a span at a time, 72,000 an hour at 20 Hz).
+        open_, prev, prev_end, last, seen_forward = self.open, self.prev, self.prev_end, self.last, self.seen_forward
+        phases_of, data, step, forward = _PHASES_OF, DATA, STEP, State.FORWARD
+        now: tuple[str, ...] = ()
+        try:
+            for s in spans:
+                st = s.state
+                if st is None:
+                    continue  # a torn sample: its state is unknown, it neither begins nor ends a step
+                t = s.t
+                end = t + s.dur
+                if prev_end is not None and t - prev_end > GAP_S:
+                    # not known to have ended where the hole began: no step across it
+                    prev, last, seen_forward = None, None, False
+                    open_.clear()
+                if prev_end is None or end > prev_end:
+                    prev_end = end
+                # sightings: the phases open are those of the span before, unless a gap closed them
+                before, now = now, phases_of.get(st, ())
+                if now is not before or len(open_) != len(now):
+                    for ph in [ph for ph in open_ if ph not in now]:
+                        a, z = open_.pop(ph)
+                        yield SEEN, z, ph, z - a
+                for ph in now:
+                    run = open_.get(ph)
+                    if run is None:
+                        open_[ph] = [t, end]
+                    else:
+                        run[1] = end
+                # boundaries
+                if st == prev:
+                    continue
+                boundary = False
+                if prev in data and st in step:
+                    boundary = True
+                    seen_forward = st == forward
+                elif st == forward:
+                    boundary = seen_forward  # a second forward: the wait between was too short to sample
+                    seen_forward = True
+                if boundary:
+                    yield STEP_BEGINS, t, None, (t - last if last is not None else None)
+                    last = t
+                prev = st
+        finally:
+            self.prev, self.prev_end, self.last, self.seen_forward = prev, prev_end, last, seen_forward
+
     def feed(self, spans: Iterable[Any], lo: float, hi: float, bin_s: float) -> dict[int, Bin]:
         """What :func:`by_bin` gives for ``[lo, hi)``, from the spans that start there.
         A sighting that ends in a stretch already given (its phase closed only now) counts
         in this stretch's first bin."""
         out: dict[int, Bin] = {}
-        first_b, last_b = math.floor(lo / bin_s), max(math.floor(lo / bin_s), math.ceil(hi / bin_s) - 1)
-
-        def at(t: float) -> Bin:
-            b = min(last_b, max(first_b, math.floor(t / bin_s)))
-            got = out.get(b)
-            if got is None:
-                got = out[b] = (0, {}, {})
-            return got
-
-        # The chain in locals for the loop (a span at a time, 72,000 an hour at 20 Hz).
-        open_, prev, prev_end, last, seen_forward = self.open, self.prev, self.prev_end, self.last, self.seen_forward
-        phases_of, data, step, forward = _PHASES_OF, DATA, STEP, State.FORWARD
-        now: tuple[str, ...] = ()
-        for s in spans:
-            st = s.state
-            if st is None:
-                continue
-            t = s.t
-            end = t + s.dur
-            if prev_end is not None and t - prev_end > GAP_S:
-                prev, last, seen_forward = None, None, False
-                open_.clear()
-            if prev_end is None or end > prev_end:
-                prev_end = end
-            # sightings: the phases open are those of the span before, unless a gap closed them
-            before, now = now, phases_of.get(st, ())
-            if now is not before or len(open_) != len(now):
-                for ph in [ph for ph in open_ if ph not in now]:
-                    a, z = open_.pop(ph)
-                    h = at(z)[2].setdefault(ph, {})
-                    k = bucket(z - a)
-                    h[k] = h.get(k, 0) + 1
-            for ph in now:
-                run = open_.get(ph)
-                if run is None:
-                    open_[ph] = [t, end]
-                else:
-                    run[1] = end
-            # boundaries
-            if st == prev:
-                continue
-            boundary = False
-            if prev in data and st in step:
-                boundary = True
-                seen_forward = st == forward
-            elif st == forward:
-                boundary = seen_forward
-                seen_forward = True
-            if boundary:
-                n, hist, seen = at(t)
-                if last is not None:
-                    k = bucket(t - last)
-                    hist[k] = hist.get(k, 0) + 1
-                out[min(last_b, max(first_b, math.floor(t / bin_s)))] = (n + 1, hist, seen)
-                last = t
-            prev = st
-        self.prev, self.prev_end, self.last, self.seen_forward = prev, prev_end, last, seen_forward
+        first_b = math.floor(lo / bin_s)
+        last_b = max(first_b, math.ceil(hi / bin_s) - 1)
+        for kind, t, ph, length in self.events(spans):
+            _count(out, min(last_b, max(first_b, math.floor(t / bin_s))), kind, ph, length)
         return out
 
 
