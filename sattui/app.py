@@ -155,6 +155,10 @@ class SattuiApp(App[int]):
 
     def redraw(self, force: bool = False) -> None:
         """Read the session once and hand that to the visible screen (if it is ours)."""
+        if not self.screen_stack:
+            # Quitting: Textual empties the stack before the redraw timer stops, and a tick
+            # in between would raise ScreenStackError (seen once in CI).
+            return
         screen = self.screen
         if not isinstance(screen, SattuiScreen):
             return

@@ -124,11 +124,11 @@ class ClusterApp(SattuiApp):
     def on_cluster_updated(self, _msg: ClusterUpdated) -> None:
         self._dirty = True
         self.updates += 1
-        if isinstance(self.screen, ClusterScreen):
+        if self.screen_stack and isinstance(self.screen, ClusterScreen):  # none left while quitting
             self.screen.refresh_cluster()
 
     def redraw(self, force: bool = False) -> None:
-        if isinstance(self.screen, ClusterScreen):
+        if self.screen_stack and isinstance(self.screen, ClusterScreen):
             self.screen.refresh_cluster()
             self.redraws += 1
             return

@@ -187,6 +187,16 @@ async def test_q_quits():
         assert app.return_code == 0
 
 
+async def test_a_redraw_tick_while_quitting_is_a_no_op():
+    # Textual empties the screen stack before the redraw timer stops; a tick that fell in
+    # between raised ScreenStackError through the app (CI, in the snapshot tests' exit).
+    app = app_for(replay())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+    assert not app.screen_stack
+    app._on_timer()
+
+
 # -- time -------------------------------------------------------------------------------
 
 async def test_brackets_zoom_through_the_levels(session):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sattui.cluster.view import ClusterPoller, status_lines
-from sattui.screens.cluster import ClusterApp, ClusterScreen
+from sattui.screens.cluster import ClusterApp, ClusterScreen, ClusterUpdated
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.widgets.header import StatusHeader
@@ -112,6 +112,11 @@ async def test_hosts_verdict_and_a_drill_down(cluster):
         await pilot.press("enter")
         await until(pilot, lambda: any(x.startswith("0 H200") and "55%" in x for x in screen_lines(app))
                     and any("data_wait 4" in x for x in screen_lines(app)))
+    # Quitting: a redraw tick or a poller's update that falls after the screens are gone
+    # draws nothing (it raised ScreenStackError).
+    assert not app.screen_stack
+    app._on_timer()
+    app.on_cluster_updated(ClusterUpdated())
 
 
 async def test_prometheus_down_is_said_and_the_last_data_stays():
