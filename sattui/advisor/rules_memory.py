@@ -174,8 +174,9 @@ def memory_growth(w: Window, relax: float = 1.0) -> list[Finding]:
     """
     out: list[Finding] = []
     grown: dict[str, dict[str, object]] = {}
-    total_B = rate_alive = 0.0
+    total_B = 0.0
     kinds: dict[str, float] = {}
+    rates: list[tuple[float, float]] = []  # (the worker's last sample, its rate)
     for p in w.workers:
         got = _worker_growth(p)
         if got is None:
@@ -186,15 +187,20 @@ def memory_growth(w: Window, relax: float = 1.0) -> list[Finding]:
                              "last_mb": round(g.last_B / MIB, 1)}
         total_B += g.growth_B
         kinds[kind] = kinds.get(kind, 0.0) + g.growth_B
-        if p.last_t >= w.t1 - 5.0:
-            rate_alive += g.rate_Bps
+        rates.append((p.last_t, g.rate_Bps))
+    # The rate of the latest generation: the workers alive at the window's end, or, once
+    # they have exited (the run's end, an epoch's restart), the last ones while they ran.
+    latest_t = max((t for t, _ in rates), default=w.t1)
+    alive = latest_t >= w.t1 - 5.0
+    rate_alive = sum(r for t, r in rates if t >= latest_t - 5.0)
     if grown and total_B >= WORKER_MEDIUM_B * relax:
         sev = Severity.HIGH if rate_alive * 3600 >= WORKER_HIGH_BPH * relax else Severity.MEDIUM
         kind = max(kinds, key=lambda k: kinds[k])
         out.append(Finding(
             "memory_growth", sev, 0.0,
             f"DataLoader workers' memory only grows: +{_mb(total_B)} over {len(grown)} worker(s) "
-            f"({rate_alive * 60 / MIB:.0f} MB/min now){', copy-on-read' if kind == 'copy-on-read' else ''}",
+            f"({rate_alive * 60 / MIB:.0f} MB/min {'now' if alive else 'while the last ones ran'})"
+            f"{', copy-on-read' if kind == 'copy-on-read' else ''}",
             {"what": "workers", "kind": kind, "growth_mb": round(total_B / MIB, 1),
              "mb_per_hour": round(rate_alive * 3600 / MIB), "workers": grown}, FIX_WORKERS[kind]))
     for c in w.job_cards:

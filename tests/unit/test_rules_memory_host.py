@@ -51,6 +51,17 @@ def test_a_worker_that_keeps_every_item_grows_in_rss_and_uss():
     assert "cache" in f[0].fix
 
 
+def test_workers_that_exited_before_the_window_ends_give_their_rate_while_they_ran():
+    # The run's end: both workers (2 MB/s each) exited 10 s before the last evaluation.
+    # Their growth and its rate stand; "now" would be 0 and the report showed 0 MB/h (CI).
+    k = TL().main(t1=90)
+    k.proc(201, "worker", 0.3, rss=lambda t: 300 * MIB + int(2 * MIB * t), t1=80)
+    k.proc(202, "worker", 0.3, rss=lambda t: 300 * MIB + int(2 * MIB * t), t1=80)
+    (f,) = memory_growth(long_window(k, t1=90))
+    assert f.severity == "high" and abs(f.evidence["mb_per_hour"] - 2 * 2 * 3600) <= 0.05 * 2 * 2 * 3600
+    assert "while the last ones ran" in f.summary
+
+
 def test_copy_on_read_is_uss_growing_while_rss_stays():
     # USS read every 10 s climbs 5 MB/s; RSS flat: shared pages turned private
     k = TL().main()
