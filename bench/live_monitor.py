@@ -18,38 +18,23 @@ share is printed beside it, and budgeted separately in docs/sampling.md).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import time
 from pathlib import Path
 
 import psutil
+from _pty import open_terminal  # bench/_pty.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _drain(master: int) -> None:
-    while True:
-        try:
-            if not os.read(master, 65536):
-                break
-        except OSError:
-            break
 
 
 def measure(scenario: str, cols: int, rows: int, attach_s: float, seconds: float) -> dict[str, float]:
     trainer = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", "--scenario", scenario,
                                 "--seconds", str(attach_s + seconds + 60)], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    threading.Thread(target=_drain, args=(master,), daemon=True).start()
+    master, slave = open_terminal(cols, rows)
     mon = None
     try:
         time.sleep(3.0)  # the trainer's imports and its workers' start

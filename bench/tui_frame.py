@@ -19,18 +19,15 @@ Run:  python bench/tui_frame.py [--seconds 20]
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import pty
-import struct
 import subprocess
 import sys
 import tempfile
-import termios
-import threading
 import time
 from pathlib import Path
+
+from _pty import open_terminal  # bench/_pty.py (this script's folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
@@ -115,23 +112,10 @@ def child(out: str, seconds: float, play: bool, window_s: float, recording: str)
 
 
 def run_case(cols: int, rows: int, play: bool, window_s: float, seconds: float, recording: str) -> dict[str, float]:
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    master, slave = open_terminal(cols, rows)
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
-    drained = threading.Event()
-
-    def drain() -> None:
-        while True:
-            try:
-                if not os.read(master, 65536):
-                    break
-            except OSError:
-                break
-        drained.set()
-
-    threading.Thread(target=drain, daemon=True).start()
     env["SATTUI_BENCH_T0"] = repr(time.monotonic())
     proc = subprocess.Popen([sys.executable, __file__, "--child", out, "--seconds", str(seconds),
                              "--window", str(window_s), "--recording", recording] + (["--play"] if play else []),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sattui import __version__
 from sattui.errors import SattuiError
-from sattui.safefile import FORCE_FLAG, check_output
+from sattui.safefile import FORCE_FLAG, check_output, open_output
 from sattui.textsafe import clean
 from sattui.vendors.base import AUTO, NONE, backend_names
 
@@ -430,10 +430,15 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
                          rate_hz=args.rate or DEFAULT_RATE_HZ, backend="sim", force=args.force)
     # The trainer outlives the recording; the recorder stops it when the duration ends.
     cmd = trainer_command(sc, card_path, args.duration + 60.0)
-    try:
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    except OSError as e:
-        raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
+    # Its output goes to a log beside the card file: stopping it at the end may make torch's
+    # threads print (a worker's connection reset while the DataLoader shuts down), which is
+    # not the user's business unless the trainer failed on its own.
+    log_path = os.path.join(os.path.dirname(card_path), "trainer.log")
+    with os.fdopen(open_output(log_path, False), "wb") as log:
+        try:
+            child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            raise SattuiError(f"cannot start the demo trainer: {e.strerror or e}") from None
     rec = Recorder(child.pid, opts, child=child, log=_err)
     try:
         result = _run_until_signal(rec)
@@ -441,9 +446,23 @@ def _demo_headless(args: argparse.Namespace, sc: object, card_path: str) -> int:
         if child.poll() is None:  # rec.run() failed before it could stop the trainer
             child.kill()
             child.wait()
+    if result.ended_by == "trainer_exited":
+        raise SattuiError(f"the demo trainer exited ({result.trainer_exit_code}) after {result.duration_s:.1f} s "
+                          f"of {args.duration:g}: {_last_line(log_path)}")
     _err(f"demo {sc.name}: recorded {result.duration_s:.1f} s to {args.output} ({result.records} records; "
          f"ended by {result.ended_by})")
     return 0
+
+
+def _last_line(path: str) -> str:
+    """The last non-empty line of a log (an exception's message ends a traceback)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

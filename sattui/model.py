@@ -50,12 +50,15 @@ class ProcSample:
     # process maps (smaps_rollup Private_Clean + Private_Dirty); it grows in a worker that
     # touches the dataset's Python objects (copy-on-read).
     uss: int | None = None
+    # On the first sample of a process born since the previous tick: when it started (on
+    # this clock). Its figures are then over its own life, not the whole interval.
+    started_t: float | None = None
 
     kind = "proc"
 
     def to_record(self) -> dict[str, Any]:
         rec = {"kind": "proc", **asdict(self)}
-        for k in ("nspid", "cpu_main", "run_delay", "uss"):  # optional fields: left out when unknown
+        for k in ("nspid", "cpu_main", "run_delay", "uss", "started_t"):  # optional fields: left out when unknown
             if rec[k] is None:
                 del rec[k]
         return rec

@@ -54,8 +54,14 @@ from sattui.states import State
 
 BIN_S = 1.0
 # A worker this young is still starting (spawn imports, worker_init_fn): the rank waits
-# for a worker that does not run yet.
+# for a worker that does not run yet — while the worker works at it: see classify_worker.
 WORKER_START_S = 3.0
+# A young worker that runs (or waits for a CPU) at least this share of its second is still
+# starting: spawn's imports and a worker_init_fn compute, and its first items come mixed
+# into the same second. A forked worker is in its loop within milliseconds: one (nearly)
+# asleep from its first second waits on its data, like any other worker.
+STARTING_BUSY = 0.15
+LOOP_STATES = ("idle", "fetch_wait", "fetch_compute")  # a worker's stack in its fetch loop
 # The main thread waiting this share of a bin for a CPU is contended.
 CONTENDED_RUN_DELAY = 0.25
 WORKER_READING_BPS = 1e6
@@ -256,6 +262,18 @@ def _sample_for_bin(samples: Sequence[ProcSample], b: int, interval: float) -> P
     return None
 
 
+def _last_alive(samples: Sequence[ProcSample], b: int, interval: float) -> ProcSample | None:
+    """A worker's last sample, when the tick after it (which would describe bin ``b``) no
+    longer saw the worker: it exited somewhere in between, so for the bin it is the best
+    word there is. Without it, the bin before each epoch's restart read as "no live
+    worker" (a restart) while the old workers still served the epoch's last batches."""
+    if not samples:
+        return None
+    last = samples[-1]
+    mid = b + 0.5 * BIN_S
+    return last if mid - interval <= last.t < mid else None
+
+
 @dataclass
 class _WorkerView:
     """One worker in one bin: how its second went (shares summing to 1)."""
@@ -265,14 +283,17 @@ class _WorkerView:
     cpu: float | None
 
 
-def classify_worker(s: ProcSample, age_s: float | None) -> dict[str, float]:
+def classify_worker(s: ProcSample, age_s: float | None, in_loop: bool = False) -> dict[str, float]:
     """How one worker's bin went, from its own figures only: on a CPU (its CPU share),
     runnable but waiting for one (its run delay), and the rest blocked on I/O (state D, or
-    reading ≥ 1 MB/s) or asleep. A worker still starting is only that."""
-    if age_s is not None and age_s < WORKER_START_S:
-        return {"starting": 1.0}
+    reading ≥ 1 MB/s) or asleep. A worker still starting is only that: one younger than
+    :data:`WORKER_START_S` that works at it (busy on a CPU, or its figures not known yet)
+    and whose stack was not seen in its fetch loop before the interval its figures cover
+    (``in_loop``)."""
     cpu = min(1.0, max(0.0, s.cpu or 0.0))
     rd = min(1.0 - cpu, max(0.0, s.run_delay or 0.0))
+    if age_s is not None and age_s < WORKER_START_S and not in_loop and (s.cpu is None or cpu + rd >= STARTING_BUSY):
+        return {"starting": 1.0}
     rest = 1.0 - cpu - rd
     reading = s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS)
     return {"cpu": cpu, "contended": rd, "io" if reading else "waiting": rest}
@@ -298,11 +319,14 @@ class _RankInputs:
             (ws for wpid in self.workers
              for ws in w.timeline.window("worker_stack", wpid, lo - WORKER_LOOK_S, hi + WORKER_LOOK_S)),
             key=lambda ws: ws.t)
+        # each worker's first stack in its fetch loop: from then on it has started
+        self.in_loop_from: dict[int, float] = {}
+        for ws in self.looks:
+            if ws.state in LOOP_STATES and ws.pid not in self.in_loop_from:
+                self.in_loop_from[ws.pid] = ws.t
         self.first_seen: dict[int, float] = {}
         for wpid, samples in self.workers.items():
-            ring = w.timeline.series("proc", wpid)
-            first = ring.first_t() if ring is not None else None
-            self.first_seen[wpid] = first if first is not None else samples[0].t
+            self.first_seen[wpid] = _born(w, wpid, samples)
         # Every worker generation the Timeline still holds (not only this window's), so a
         # restart is told from the first start however long the epochs are.
         single = len(w.trainer_pids) <= 1
@@ -314,26 +338,30 @@ class _RankInputs:
             last = ring[-1]
             mine = single or last.ppid == pid or (self.rank is not None and last.rank == self.rank)
             if last.role == "worker" and mine:
-                first = ring.first_t()
-                if first is not None:
-                    self.starts.append(first)
+                self.starts.append(_born(w, last.pid, ()))
         self.starts.sort()
         self.first_generation_s = self.starts[0] if self.starts else 0.0
 
-    def workers_in(self, b: int) -> list[_WorkerView] | None:
-        """The rank's workers in bin ``b``, or None when no tick describes the bin (the
-        figures are not known, which is not the same as "no worker")."""
-        if self.main_in(b) is None and self.main_samples:
+    def workers_in(self, b: int, main: ProcSample | None) -> list[_WorkerView] | None:
+        """The rank's workers in bin ``b`` (``main``: the main process's sample for it), or
+        None when no tick describes the bin (the figures are not known, which is not the
+        same as "no worker")."""
+        if main is None and self.main_samples:
             return None
         out = []
         for wpid, samples in self.workers.items():
-            s = _sample_for_bin(samples, b, self.interval)
+            s = _sample_for_bin(samples, b, self.interval) or _last_alive(samples, b, self.interval)
             if s is None:
                 continue
             first = self.first_seen.get(wpid, s.t)
             # The first generation's start is the job's start-up, not a restart.
             age = s.t - first if first > self.first_generation_s + WORKER_START_S else None
-            out.append(_WorkerView(wpid, classify_worker(s, age), s.cpu))
+            # In its loop for the whole of what the figures cover (the tick interval before
+            # the sample): a sighting later than its start says the worker got there some
+            # time in the interval, and the CPU before that was still its start.
+            seen_loop = self.in_loop_from.get(wpid)
+            in_loop = seen_loop is not None and seen_loop <= s.t - self.interval
+            out.append(_WorkerView(wpid, classify_worker(s, age, in_loop), s.cpu))
         return out
 
     def workers_to_come(self, b: int) -> bool | None:
@@ -361,6 +389,17 @@ class _RankInputs:
 
     def main_in(self, b: int) -> ProcSample | None:
         return _sample_for_bin(self.main_samples, b, self.interval)
+
+
+def _born(w: Window, pid: int, samples: Sequence[ProcSample]) -> float:
+    """When a process started: its first sample's ``started_t`` (a process born while
+    sattui watched), else the time of the first sample the Timeline holds (``samples``:
+    the window's, where the Timeline has none)."""
+    ring = w.timeline.series("proc", pid)
+    first = ring[0] if ring is not None and len(ring) else samples[0] if samples else None
+    if first is None:
+        return math.inf  # no sample at all: never seen alive
+    return first.started_t if first.started_t is not None else first.t
 
 
 def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
@@ -525,24 +564,32 @@ class _SpanCursor:
     stretch costs the spans it overlaps, not a search back over the lookback."""
 
     def __init__(self, spans: Sequence[Any]) -> None:
-        self.spans = spans
+        # Only what a stretch reads, in flat lists (a card's 7,200 stretches an hour each
+        # read a few spans): start, end and state (None for startup, which is not counted).
         self.starts = [s.t for s in spans]
+        self.ends = [s.t + s.dur for s in spans]
+        self.states_of = [None if s.state == State.STARTUP else (s.state or State.OTHER) for s in spans]
         self.longest = max((s.dur for s in spans), default=0.0)
         self.i = 0
 
     def states(self, a: float, z: float) -> dict[str, float]:
-        spans, starts = self.spans, self.starts
+        starts, ends, states_of = self.starts, self.ends, self.states_of
         # Spans start in order; none that starts before a − longest can reach a.
-        floor_i = bisect.bisect_left(starts, a - self.longest, lo=self.i)
-        self.i = floor_i
+        i = self.i = bisect.bisect_left(starts, a - self.longest, lo=self.i)
+        n = len(starts)
         out: dict[str, float] = {}
-        i = floor_i
-        while i < len(spans) and starts[i] < z:
-            s = spans[i]
+        while i < n:
+            lo = starts[i]
+            if lo >= z:
+                break
+            hi = ends[i]
+            st = states_of[i]
             i += 1
-            lo, hi = max(s.t, a), min(s.t + s.dur, z)
-            if hi > lo and s.state != State.STARTUP:
-                st = s.state or State.OTHER
+            if lo < a:
+                lo = a
+            if hi > z:
+                hi = z
+            if hi > lo and st is not None:
                 out[st] = out.get(st, 0.0) + (hi - lo)
         return out
 
@@ -582,17 +629,25 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
     hosts = w.timeline.window("host", 0, lo - 2 * interval, hi + 2 * interval)
     tree_cores = _tree_cores(sw, lo, hi, interval)
     for b in range(first_bin, last_bin):
-        free = None if cpus is None else cpus - tree_cores(b)
-        clock = _clock_ratio(_sample_for_bin(hosts, b, interval))
+        # the free cores and the clock only matter to a data wait (its workers computing)
+        free: float | None = None
+        free_known = False
         for pid, ri in inputs.items():
             states = _clip_bin(ri.bins.get(b), b, lo, hi)
             counted = {k: v for k, v in states.items() if k != State.STARTUP}
             if not counted:
                 continue
-            causes, detail, split = rank_bin_causes(counted, ri.main_in(b), ri.workers_in(b), ri.workers_to_come(b),
-                                                    free, multi, gpu, ri.workers_idle(b))
+            main = ri.main_in(b)
+            if State.DATA_WAIT in counted:
+                if not free_known:
+                    free, free_known = (None if cpus is None else cpus - tree_cores(b)), True
+                causes, detail, split = rank_bin_causes(counted, main, ri.workers_in(b, main), ri.workers_to_come(b),
+                                                        free, multi, gpu, ri.workers_idle(b))
+            else:  # the workers' figures only split a data wait
+                causes, detail, split = rank_bin_causes(counted, main, None, None, None, multi, gpu)
             busy = causes.get(WORKER_BUSY, 0.0)
-            if busy > 0 and clock is not None:
+            clock = _clock_ratio(_sample_for_bin(hosts, b, interval)) if busy > 0 else None
+            if clock is not None:
                 # the CPUs' clock while the workers computed (cpu_frequency_low reads it)
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_known_s", busy)
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_ratio_s", busy * clock)

@@ -13,13 +13,14 @@ suppression and precedence treat them alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.ledger import IDLE, STARVING, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
-from sattui.advisor.window import Window
+from sattui.advisor.window import DEFAULT_STACK_RATE_HZ, Window
 
 SHOWN_FROM = 0.03
 # A busy card has short gaps between kernels (launches, the step's edges): host overhead
@@ -139,7 +140,7 @@ def _busy_workers(w: Window, job: JobLedger) -> tuple[float, bool]:
         free += det.get("free_core_s", 0.0)
         known += det.get("known_s", 0.0)
     ranks = max(1, len(w.trainer_pids))
-    more = known > 0 and free / known >= 1.0 and len(w.workers) / ranks < suggested_workers(w)
+    more = known > 0 and free / known >= 1.0 and w.workers_at_once / ranks < suggested_workers(w)
     return d, more
 
 
@@ -157,8 +158,9 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
             d = _share(job, rule)
         wait = sum(r.states_s.get("data_wait", 0.0) + r.states_s.get("data_inline", 0.0) for r in job.ranks.values())
         wall = sum(r.wall_s for r in job.ranks.values()) or 1.0
-        ev: dict[str, object] = {"data_wait_share": round(wait / wall, 4), "workers": len(w.workers)}
-        cpus = [p.cpu for p in w.workers if p.cpu is not None]
+        ev: dict[str, object] = {"data_wait_share": round(wait / wall, 4), "workers": w.workers_at_once}
+        # per worker and tick: a worker that lived two seconds weighs two ticks, not one worker
+        cpus = [c for p in w.workers for c in p.cpus]
         if cpus:
             ev["worker_cpu_mean"] = round(sum(cpus) / len(cpus), 2)
         if w.ctx.cpu_count_known:
@@ -361,13 +363,20 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     d = _share(job, "host_overhead_bound")
     ev: dict[str, object] = {}
     beyond = _idle_beyond_waits(job)
-    if beyond is not None and beyond < d:
-        # Each second's split rests on a few stack sightings, whose noise alone leaves
-        # idle time beside compute sightings; over the window they add up to the rank's
-        # true waiting share, and idle time those waits account for is no host overhead.
-        ev = {"card_idle_share": round(_attributed_idle_share(job), 4),
-              "rank_wait_share": round(_rank_wait_share(job), 4)}
-        d = beyond
+    if beyond is not None:
+        error = _wait_share_error(job, w.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ)
+        if beyond < d:
+            # Each second's split rests on a few stack sightings, whose noise alone leaves
+            # idle time beside compute sightings; over the window they add up to the rank's
+            # true waiting share, and idle time those waits account for is no host overhead.
+            ev = {"card_idle_share": round(_attributed_idle_share(job), 4),
+                  "rank_wait_share": round(_rank_wait_share(job), 4), "wait_share_error": round(error, 4)}
+            d = beyond
+        if beyond - 2.0 * error < OVERHEAD_SHOWN_FROM * relax:
+            # The waiting share is itself a count of samples: idle time beyond it by less than
+            # two standard errors is within what sampling alone gives (a 20-s demo at 10 Hz:
+            # ±2.4 points), not evidence of host overhead.
+            return []
     return _finding("host_overhead_bound", job, d, f"the cards idle {pct(d)} of the time while the host runs "
                     "forward/backward/optimizer: the host cannot feed them work fast enough", ev, FIX_OVERHEAD,
                     relax, shown_from=OVERHEAD_SHOWN_FROM)
@@ -385,6 +394,17 @@ def _rank_wait_share(job: JobLedger) -> float:
     ranks = [r for r in job.ranks.values() if r.wall_s > 0]
     return sum(sum(r.states_s.get(st, 0.0) for st in STARVING) / r.wall_s for r in ranks) / len(ranks) if ranks \
         else 0.0
+
+
+def _wait_share_error(job: JobLedger, rate_hz: float) -> float:
+    """The standard error of the ranks' waiting share as the sampler measured it: each of
+    its ``wall × rate`` samples is waiting or not, a binomial count (samples of one long
+    phase are not independent, so this is the least the error can be)."""
+    n = sum(r.wall_s for r in job.ranks.values() if r.wall_s > 0) * rate_hz
+    if n <= 0:
+        return 0.0
+    p = min(1.0, max(0.0, _rank_wait_share(job)))
+    return math.sqrt(p * (1.0 - p) / n)
 
 
 def _idle_beyond_waits(job: JobLedger) -> float | None:

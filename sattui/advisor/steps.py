@@ -160,25 +160,41 @@ def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int
     their lengths, {phase: histogram of its sightings' lengths})}`` (a sighting counts in
     the bin it ends in). ``spans`` should start well before ``lo`` so the chain is in step
     by then; what they show before ``lo`` is left out."""
-    out: dict[int, Bin] = {}
-    for kind, t, ph, length in StepTracker().events(spans):
-        if lo <= t < hi:
-            _count(out, math.floor(t / bin_s), kind, ph, length)
-    return out
+    return _tally(((kind, t, ph, length) for kind, t, ph, length in StepTracker().events(spans) if lo <= t < hi),
+                  bin_s, None, None)
 
 
-def _count(out: dict[int, Bin], b: int, kind: str, ph: str | None, length: float | None) -> None:
-    n, hist, seen = out.get(b) or (0, {}, {})
-    if kind == STEP_BEGINS:
-        n += 1
-        if length is not None:
+def _tally(events: Iterable[Event], bin_s: float, first_b: int | None, last_b: int | None) -> dict[int, Bin]:
+    """Events counted by the bin their ``t`` falls in (clamped to ``[first_b, last_b]``
+    where given). Counts are kept in lists while they grow: a new tuple per event was a
+    tenth of ``report``."""
+    counts: dict[int, list[Any]] = {}
+    floor, get_bucket = math.floor, _BUCKETS.get
+    for kind, t, ph, length in events:
+        b = floor(t / bin_s)
+        if first_b is not None and b < first_b:
+            b = first_b
+        elif last_b is not None and b > last_b:
+            b = last_b
+        got = counts.get(b)
+        if got is None:
+            got = counts[b] = [0, {}, {}]
+        if kind == STEP_BEGINS:
+            got[0] += 1
+            if length is None:
+                continue
+            hist = got[1]
+        elif ph is not None and length is not None:
+            hist = got[2].get(ph)
+            if hist is None:
+                hist = got[2][ph] = {}
+        else:
+            continue
+        k = get_bucket(length)
+        if k is None:
             k = bucket(length)
-            hist[k] = hist.get(k, 0) + 1
-    elif ph is not None and length is not None:
-        h = seen.setdefault(ph, {})
-        k = bucket(length)
-        h[k] = h.get(k, 0) + 1
-    out[b] = (n, hist, seen)
+        hist[k] = hist.get(k, 0) + 1
+    return {b: (n, hist, seen) for b, (n, hist, seen) in counts.items()}
 
 
 # What StepTracker.events yields: a step begins at t (length: of the step that ends there),
@@ -255,12 +271,9 @@ class StepTracker:
         """What :func:`by_bin` gives for ``[lo, hi)``, from the spans that start there.
         A sighting that ends in a stretch already given (its phase closed only now) counts
         in this stretch's first bin."""
-        out: dict[int, Bin] = {}
         first_b = math.floor(lo / bin_s)
         last_b = max(first_b, math.ceil(hi / bin_s) - 1)
-        for kind, t, ph, length in self.events(spans):
-            _count(out, min(last_b, max(first_b, math.floor(t / bin_s))), kind, ph, length)
-        return out
+        return _tally(self.events(spans), bin_s, first_b, last_b)
 
 
 _PHASES_OF = {st: _phases(st) for st in State}

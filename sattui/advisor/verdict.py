@@ -225,6 +225,7 @@ class Advisor:
         self._hyst: dict[tuple[str, int | None, int | None], _Hyst] = {}
         self._binner = StackBinner()
         self.book = LedgerBook(on_close=on_ledger_bin)
+        self.ledger_s = 0.0  # the longest rank's or card's settled seconds in the latest ledger window
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
 
@@ -241,9 +242,9 @@ class Advisor:
         lw = Window(timeline, self.ctx, max(t_now - self.ledger_window_s, self.warmup_s), t_now, binner=self._binner,
                     like=w)
         job = self.book.window(lw.t0, settled, gpu_job=w.gpu_job)
-        enough = any(r.wall_s >= self.LEDGER_MIN_S * 0.95 for r in job.ranks.values()) or \
-            any(c.wall_s >= self.LEDGER_MIN_S * 0.95 for c in job.cards.values())
-        lw.ledger = job if enough else None
+        self.ledger_s = max([r.wall_s for r in job.ranks.values()] + [c.wall_s for c in job.cards.values()],
+                            default=0.0)
+        lw.ledger = job if self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
         return lw
 
     def flush_ledger(self, timeline: Timeline, t_end: float) -> None:
@@ -251,8 +252,15 @@ class Advisor:
         bin still kept go to ``on_ledger_bin``."""
         if self.last_windows is None or t_end <= self.warmup_s:
             return
-        w, wl = self.windows(timeline, t_end)
-        self.book.update(w, wl, t_end + StackBinner.LAG_S)
+        w, _ = self.windows(timeline, t_end)
+        # The binner settles a window's stacks up to LAG_S before its end: this one ends
+        # LAG_S after the recording, so its last seconds are counted too (without it the
+        # ranks lost them, and the cards' idle time in them was "unknown": a 30-s demo
+        # read as starved_unattributed 23 %).
+        late = t_end + StackBinner.LAG_S
+        wl = Window(timeline, self.ctx, max(late - self.long_window_s, self.warmup_s), late, binner=self._binner,
+                    like=w)
+        self.book.update(w, wl, late)
         self.book.close_all()
 
     def _note_events(self, timeline: Timeline, t_now: float) -> None:
@@ -305,14 +313,32 @@ class Advisor:
         elif kept:
             headline = kept[0]
         else:
-            u = w.job_util
-            headline = no_data(t_now, "nothing conclusive: no rule fired" +
-                               (f" and the cards are not saturated ({u:.0f}% util)" if u is not None else ""),
-                               {"util": None if u is None else round(u, 1)})
+            headline = self._inconclusive(t_now, w, lw)
         findings = kept + ([h] if h is not None else [])
         if headline not in findings:
             findings.insert(0, headline)
         return Verdict(headline, findings, t=t_now, cannot_judge=cannot_judge(w))
+
+    def _inconclusive(self, t_now: float, w: Window, lw: Window) -> Finding:
+        """The headline when no finding stands: say what is still coming, if anything. The
+        ledger's rules (most causes) need LEDGER_MIN_S of settled seconds, which lag the
+        stacks by StackBinner.LAG_S; a rule that fired once is raised at its second firing.
+        Until then "nothing conclusive" would tell a starved job's user nothing is wrong."""
+        u = w.job_util
+        ev: dict[str, object] = {"util": None if u is None else round(u, 1)}
+        filling = t_now - self.warmup_s <= self.LEDGER_MIN_S + 2 * StackBinner.LAG_S
+        if lw.ledger is None and 0.0 < self.ledger_s and filling:
+            ev["ledger_s"] = round(self.ledger_s, 1)
+            return no_data(t_now, f"collecting: the time ledger has {self.ledger_s:.0f} s of the "
+                                  f"{self.LEDGER_MIN_S:.0f} s it judges from (stacks settle {StackBinner.LAG_S:.0f} s "
+                                  f"late)", ev)
+        pending = sorted({k[0] for k, st in self._hyst.items() if not st.active and SPECS[k[0]].category == "cause"})
+        if pending:
+            ev["pending"] = pending
+            return no_data(t_now, f"confirming: {', '.join(pending)} fired once; a finding is raised when it "
+                                  f"holds for {RAISE_AFTER} evaluations in a row", ev)
+        return no_data(t_now, "nothing conclusive: no rule fired" +
+                       (f" and the cards are not saturated ({u:.0f}% util)" if u is not None else ""), ev)
 
     def _hysteresis(self, raw: dict[tuple[str, int | None, int | None], Finding],
                     windows: dict[str, Window]) -> list[Finding]:

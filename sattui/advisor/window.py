@@ -14,7 +14,9 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import operator
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -419,6 +421,13 @@ class Window:
     def workers(self) -> list[ProcStats]:
         return [p for p in self.procs.values() if p.role == "worker"]
 
+    @cached_property
+    def workers_at_once(self) -> int:
+        """The most DataLoader workers alive at one tick: a job that restarts its workers
+        every epoch has dozens of worker pids over a window, two at a time."""
+        per_tick = Counter(s.t for p in self.workers for s in p.samples)
+        return max(per_tick.values(), default=0)
+
     def workers_for(self, pid: int) -> list[ProcStats]:
         if len(self.trainer_pids) <= 1:
             return list(self.workers)
@@ -536,7 +545,10 @@ class Window:
 
 def bisect_t(samples: Sequence[Any], t: float) -> int:
     """Index of the first sample with ``.t >= t`` (samples sorted by t)."""
-    return bisect.bisect_left(samples, t, key=lambda s: s.t)
+    return bisect.bisect_left(samples, t, key=_T)
+
+
+_T = operator.attrgetter("t")  # a C key: the ledger bisects a few series per bin
 
 
 @functools.lru_cache(maxsize=64)

@@ -57,6 +57,7 @@ class LedgerOnly:
     ctx: AdvisorContext = field(default_factory=lambda: AdvisorContext(cpu_count_known=False))
     has_stacks: bool = True
     workers: list[Any] = field(default_factory=list)
+    workers_at_once: int = 0
     procs: dict[int, Any] = field(default_factory=dict)
     job_cards: list[int] = field(default_factory=list)
     cards: dict[int, Any] = field(default_factory=dict)

@@ -77,6 +77,7 @@ _FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "name": (_STR, False), "cpu": (_NUM, False), "state": (_STR, False), "rss": (_INT, False),
         "read_Bps": (_NUM, False), "write_Bps": (_NUM, False), "threads": (_INT, False), "nspid": (_INT, False),
         "cpu_main": (_NUM, False), "run_delay": (_NUM, False), "uss": (_INT, False),
+        "started_t": (_NUM, False),
     },
     "host": {
         "cpu_busy": (_NUM, False), "cpu_steal": (_NUM, False), "cpus": (_INT, False), "cg_version": (_INT, False),

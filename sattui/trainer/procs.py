@@ -68,6 +68,8 @@ from sattui.trainer.sched import run_queue_ns, thread_ticks
 from sattui.trainer.smaps import uss_bytes
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# A process's first figures are over at least this long (CPU time comes in 10-ms ticks).
+MIN_LIFE_S = 0.2
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 WORKER_COMM = "pt_data_worker"
@@ -120,6 +122,15 @@ def _parse_stat(text: str) -> _Stat:
 def _read_stat(path: str) -> _Stat:
     with open(path, "rb") as f:
         return _parse_stat(f.read().decode("utf-8", "replace"))
+
+
+def _boot_clock() -> float | None:
+    """Seconds since boot on the clock /proc/PID/stat's start time counts in (it includes
+    suspend, as CLOCK_BOOTTIME does); None where there is none."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return None
 
 
 def _run_delay(now_ns: int | None, before_ns: int | None, dt: float | None) -> float | None:
@@ -358,6 +369,7 @@ class _Member:
     uss_due: float | None = None  # monotonic time of the next USS read (workers)
     io: tuple[int, int] | None = None
     mono: float | None = None
+    started_t: float | None = None  # born since the previous tick: when, on the recording's clock
     zombie: bool = False
     owner: int | None = None  # pin threads: the owning pid
     children: list[int] = field(default_factory=list)
@@ -383,6 +395,11 @@ class ProcessTree:
         self._members: dict[int, _Member] = {}  # process pid -> member
         self._pins: dict[tuple[int, int], _Member] = {}  # (owner pid, tid) -> pin thread
         self._first = True
+        # (monotonic, boot-clock) time of the previous tick: a process born after it has its
+        # whole life in this tick's interval (see _baseline_at_birth)
+        self._prev_tick: tuple[float, float] | None = None
+        # this tick's clock, monotonic and boot-clock times, and the previous tick's
+        self._tick: tuple[float, float, float | None, tuple[float, float] | None] = (0.0, 0.0, None, None)
         self._main_gone = False
         self._children_file = os.path.exists(f"/proc/{pid}/task/{pid}/children")
         # A launcher (a shell, srun, torchrun, accelerate …) is not the trainer: the
@@ -471,8 +488,11 @@ class ProcessTree:
     def sample(self) -> tuple[list[ProcSample], list[Event]]:
         t = self._clock()
         mono = time.monotonic()
+        boot = _boot_clock()
         events: list[Event] = []
         first, self._first = self._first, False
+        self._tick = (t, mono, boot, self._prev_tick)
+        self._prev_tick = (mono, boot) if boot is not None else None
 
         stats = self._walk()
         if self.finder is None and not self._main_gone and self._root_python:
@@ -529,6 +549,7 @@ class ProcessTree:
             m = self._meet(pid, st)
             if m is None:
                 return
+            self._baseline_at_birth(m, st)
             self._members[pid] = m
         else:
             self._refresh(m)
@@ -675,6 +696,24 @@ class ProcessTree:
         self._refresh(m)
         return m
 
+    def _baseline_at_birth(self, m: _Member, st: _Stat) -> None:
+        """A process born since the previous tick gets figures in its first sample, over
+        its own life, and says when it started (``started_t``): its counters (CPU ticks,
+        I/O, run-queue wait) started at 0 when it was forked. Without this a new
+        DataLoader worker's first second had no CPU figure, and the ledger could not tell
+        a worker still starting (spawn's imports) from one already waiting on its data (a
+        forked worker is in its loop within milliseconds)."""
+        t, mono, boot, prev = self._tick
+        # the start time is counted in whole clock ticks (truncated): one tick of slack
+        if prev is None or boot is None or (st.start + 1) / _CLK_TCK < prev[1]:
+            return
+        life = min(max(0.0, boot - st.start / _CLK_TCK), mono - prev[0])
+        # Its figures are over its own life (a worker born 0.2 s before the tick and busy
+        # all along is busy, not at 20 %); a life of a few clock ticks is not resolved.
+        m.ticks, m.main_ticks, m.run_ns, m.io = 0, 0, 0, (0, 0)
+        m.mono = mono - max(life, MIN_LIFE_S)
+        m.started_t = t - life
+
     @staticmethod
     def _refresh(m: _Member) -> None:
         """Re-read cmdline (one small read) and, if it changed, the RANK of the environ.
@@ -744,10 +783,12 @@ class ProcessTree:
         run_ns = run_queue_ns(m.pid)
         run_delay = _run_delay(run_ns, m.run_ns, dt)
         m.ticks, m.io, m.mono, m.run_ns = st.ticks, io, mono, run_ns
+        started_t, m.started_t = m.started_t, None  # said once, in its first sample
         return ProcSample(t=t, pid=m.pid, ppid=st.ppid, role=m.role, rank=m.rank, name=st.comm,
                           cpu=cpu, state=st.state, rss=st.rss, read_Bps=rd, write_Bps=wr,
                           nspid=m.nspid, threads=st.threads, cpu_main=cpu_main, run_delay=run_delay,
-                          uss=self._uss(m, mono) if m.role == "worker" else None)
+                          uss=self._uss(m, mono) if m.role == "worker" else None,
+                          started_t=round(started_t, 3) if started_t is not None else None)
 
     def _uss(self, m: _Member, mono: float) -> int | None:
         """A worker's USS when its read is due (else None), each read within the budget."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sattui.demo.launch import SCENARIOS
 from sattui.recording import RecordingReader, samples_from_record
 from tests.e2e.conftest import _have_torch, run_sattui
 
@@ -80,9 +81,30 @@ def test_starved_demo_util_dips_while_the_trainer_waits_for_data(tmp_path):
     assert wait_util < 40 < compute_util, (wait_util, compute_util)
     assert compute_util - wait_util > 30, (wait_util, compute_util)
     # and the recording reads back through `sattui report`, input-bound
-    rep = run_sattui("report", str(tmp_path / "starved.jsonl"), "--json")
-    assert rep.returncode == 0, rep.stderr
-    assert json.loads(rep.stdout)["trainer"]["states"]["data_wait"] > 0.3
+    rep = _report(tmp_path / "starved.jsonl")
+    assert rep["trainer"]["states"]["data_wait"] > 0.3
+    assert rep["verdict"]["rule"] in SCENARIOS["starved"].expect, rep["verdict"]
+
+
+def _report(path: Path) -> dict:
+    r = run_sattui("report", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_io_bound_demo_waits_on_its_workers_data_not_on_restarts(tmp_path):
+    # Two forked workers that sleep on (simulated) storage, restarted every ~5-s epoch
+    # (persistent_workers=False): a new worker is in its fetch loop within milliseconds, so
+    # the wait is the workers' data, not their restarts (it read as HIGH worker_respawn
+    # 40 % when every worker's first 3 s counted as "starting").
+    _demo(tmp_path, "io_bound", seconds=22)
+    rep = _report(tmp_path / "io_bound.jsonl")
+    assert rep["verdict"]["rule"] in SCENARIOS["io_bound"].expect, rep["verdict"]
+    (rank,) = rep["trainer"]["ranks"]
+    assert rank["lost"].get("worker_respawn", 0.0) < 0.10, rank["lost"]
+    assert rank["lost"]["worker_io_bound"] > 0.5, rank["lost"]
+    medium = {f["rule"] for f in rep["findings"] if f["severity"] in ("medium", "high")}
+    assert medium == {"worker_io_bound"}, rep["findings"]
 
 
 def test_healthy_demo_keeps_the_card_busy(tmp_path):

@@ -636,8 +636,9 @@ def test_a_reused_pid_is_a_new_process_not_the_old_one_continued(tmp_path):
     assert all(r["role"] == "worker" for r in olds)
     assert all(r["role"] == "other" for r in news), "the stranger inherited the worker's role"
     assert max(r["t"] for r in olds) < min(r["t"] for r in news)
-    # Its first sample has no CPU figure: the old worker's CPU counter is not its baseline.
-    assert news[0]["cpu"] is None
+    # Its first sample's figures are its own: born since the previous tick, its counters
+    # are counted from 0 (a sleeper: ~0 CPU), not as a delta against the old worker's.
+    assert news[0]["cpu"] is not None and news[0]["cpu"] < 0.3, news[0]
     assert all(r["cpu"] is None or r["cpu"] < 0.3 for r in news)
     assert max(r["cpu"] or 0 for r in olds) > 0.5
     # The tick that saw the change says so, before the stranger's first record.

@@ -139,3 +139,27 @@ def test_no_arguments_without_an_accelerator_points_at_the_demo_and_pid(capsys, 
     assert "nvml" not in err and "rocm" not in err and "error" not in err, err
     assert all(len(line) <= 80 for line in err.splitlines())
     assert fake_ui["sessions"] == []
+
+
+def test_headless_demo_keeps_the_trainers_output_and_names_its_failure(capsys, monkeypatch, tmp_path):
+    # The trainer's output goes to a log (stopping it may make torch's threads print), and a
+    # trainer that dies on its own is a one-line error with the last line it printed.
+    from sattui.demo import launch
+
+    monkeypatch.setattr(launch, "require_torch", lambda: None)
+    script = "import sys; print('loading'); sys.stderr.write('Traceback (most recent call last):\\n  x\\n" \
+             "RuntimeError: \\x1b[31mdataset gone\\n'); sys.exit(3)"
+    monkeypatch.setattr(launch, "trainer_command", lambda sc, card, seconds: [sys.executable, "-c", script])
+    out = tmp_path / "d.jsonl"
+    assert cli.main(["demo", "--headless", "--duration", "20", "-o", str(out), "--interval", "0.2"]) == 2
+    err = capsys.readouterr().err
+    line = _last_line_of(err)  # after the recorder's own "trainer exited with code 3"
+    assert "demo trainer exited (3)" in line and "RuntimeError: \\x1b[31mdataset gone" in line, line
+    assert "Traceback" not in err
+    assert out.exists()  # what was recorded is kept
+
+
+def _last_line_of(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert 1 <= len(lines) <= 2, lines
+    return lines[-1]

@@ -216,7 +216,11 @@ def test_tree_of_own_process_children_pin_and_events() -> None:
         s1, e1 = tree.sample()
         by = _by_pid(s1)
         assert by[child.pid].role == "other" and by[child.pid].ppid == os.getpid()
-        assert by[child.pid].cpu is None  # first sight: unknown, not 0
+        # born since the previous tick: its counters started at 0, so its first sample has
+        # figures (a busy loop: about a core over the part of the interval it lived)
+        first = by[child.pid]
+        assert first.cpu is not None and 0.2 < first.cpu < 1.3, first
+        assert first.read_Bps is not None
         assert by[pin_tid[0]].role == "pin" and by[pin_tid[0]].ppid == os.getpid()
         assert by[pin_tid[0]].name == "pt_data_pin" and by[pin_tid[0]].rss is None
         assert isinstance(by[os.getpid()].cpu, float)
@@ -246,6 +250,38 @@ def test_tree_of_own_process_children_pin_and_events() -> None:
     exited = {(e.data["pid"], e.data["role"]) for e in e3 if e.type == "proc_exited"}
     assert {(child.pid, "other"), (pin_tid[0], "pin")} <= exited
     assert tree.main_alive()
+
+
+def test_a_child_born_between_ticks_has_its_first_seconds_measured() -> None:
+    # A DataLoader worker forked between two ticks: asleep from its start (waiting on its
+    # data) it shows ~0 CPU at once, busy (spawn's imports) it shows ~a core. A process
+    # that was there before the first tick has no figure in its first sample.
+    clock = FakeClock()
+    tree = ProcessTree(os.getpid(), clock)
+    s0, _ = tree.sample()
+    assert _by_pid(s0)[os.getpid()].cpu is None
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)
+        clock.t = 101.0
+        by = _by_pid(tree.sample()[0])
+        # the sleeper's interpreter start-up is its only CPU
+        assert by[sleeper.pid].cpu is not None and by[sleeper.pid].cpu < 0.3, by[sleeper.pid]
+        assert by[busy.pid].cpu is not None and by[busy.pid].cpu > 0.5, by[busy.pid]
+        assert by[busy.pid].run_delay is not None
+        # when each started, on the tree's clock: between the two ticks (the fake clock is
+        # a step of 1 s, the real one a little more); said once
+        for p in (sleeper, busy):
+            assert by[p.pid].started_t is not None and 99.9 <= by[p.pid].started_t <= 101.0, by[p.pid]
+        time.sleep(0.5)
+        clock.t = 102.0
+        again = _by_pid(tree.sample()[0])
+        assert again[busy.pid].started_t is None and again[busy.pid].cpu > 0.5
+    finally:
+        for p in (sleeper, busy):
+            p.kill()
+            p.wait()
 
 
 def test_info_right_after_popen_has_cmdline_and_env() -> None:
