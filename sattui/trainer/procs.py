@@ -725,6 +725,10 @@ class ProcessTree:
         got = _read_cmdline(m.pid)
         if got is None or got[0] == m.cmdline_raw:
             return
+        if not got[1] and m.cmdline:
+            # An exiting process has released its memory and reads an empty command line
+            # for its last ticks: it is still what it was (a found trainer stays "main").
+            return
         m.cmdline_raw, m.cmdline = got
         env = read_allowed_env(m.pid)
         m.env_rank = env.get("RANK") if env else None

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from sattui.trainer import procs as procs_mod
 from sattui.trainer.launchers import framework_loaded, python_launcher, rank_of
 from sattui.trainer.procs import ProcessTree
 
@@ -134,6 +135,21 @@ def test_a_trainer_that_starts_later_below_a_shell_is_found(procs, lib):
     roles = {s.pid: s.role for s in samples}
     assert roles[pid] == "main" and roles[sh.pid] == "other"
     assert sorted(r for p, r in roles.items() if p not in (pid, sh.pid)) == ["other"] * (len(roles) - 2)
+
+
+def test_a_found_trainer_that_is_exiting_stays_the_trainer(procs, lib, monkeypatch):
+    # An exiting process has released its memory: its command line reads empty for its last
+    # ticks (CI saw the trainer's last sample as "other" below a shell wrapper).
+    sh = _shell(procs, f"{_py(lib)}; true")
+    tree = ProcessTree(sh.pid, time.monotonic)
+    _, events = _tick_until(tree, lambda s, e: bool(tree.trainer_pids()))
+    pid = tree.trainer_pids()[0]
+    real = procs_mod._read_cmdline
+    monkeypatch.setattr(procs_mod, "_read_cmdline", lambda p: (b"", []) if p == pid else real(p))
+    for _ in range(2):
+        samples, evs = tree.sample()
+        assert {s.role for s in samples if s.pid == pid} == {"main"}
+        assert tree.trainer_pids() == [pid] and not [e for e in evs if e.type == "trainer_found"]
 
 
 def test_every_rank_below_a_launcher_is_taken_at_once(procs):
