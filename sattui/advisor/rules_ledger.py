@@ -129,19 +129,35 @@ def _share(job: JobLedger, cause: str) -> float:
     return job.cause_shares().get(cause, 0.0)
 
 
-def _busy_workers(w: Window, job: JobLedger) -> tuple[float, bool]:
-    """The share lost to workers busy computing, and whether more workers would help:
-    cores were free (≥ 1 on average over those seconds) and the ranks run fewer workers
-    than Lightning's suggested maximum."""
+def _busy_workers(w: Window, job: JobLedger) -> tuple[float, bool, float | None]:
+    """The share lost to workers busy computing, whether more workers would help (cores
+    were free, ≥ 1 on average over those seconds, and the ranks run fewer workers than
+    Lightning's suggested maximum), and the mean free cores over those seconds (None where
+    the usable cores are not known)."""
     d = _share(job, WORKER_BUSY)
     free = known = 0.0
     for r in job.ranks.values():
         det = r.detail.get(WORKER_BUSY, {})
         free += det.get("free_core_s", 0.0)
         known += det.get("known_s", 0.0)
-    ranks = max(1, len(w.trainer_pids))
-    more = known > 0 and free / known >= 1.0 and w.workers_at_once / ranks < suggested_workers(w)
-    return d, more
+    free_mean = free / known if known > 0 else None
+    more = free_mean is not None and free_mean >= 1.0 and not _at_suggested_max(w)
+    return d, more, free_mean
+
+
+def _at_suggested_max(w: Window) -> bool:
+    return w.workers_at_once / max(1, len(w.trainer_pids)) >= suggested_workers(w)
+
+
+def _why_not_more(w: Window, free_mean: float | None) -> str:
+    """Why worker_cpu_bound does not say "add workers", from the same figures that decided it."""
+    if free_mean is None:
+        return "the host's usable cores are unknown"
+    if free_mean < 1.0:
+        return "no free core for more"
+    n = w.workers_at_once
+    return (f"{n} worker{'s' if n != 1 else ''} already, Lightning's suggested maximum "
+            f"for {w.ctx.cpu_count} usable cores")
 
 
 def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
@@ -150,8 +166,9 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
         job = _job(w)
         if job is None:
             return []
+        free_mean: float | None = None
         if rule in ("worker_cpu_bound", "too_few_workers"):
-            d, more = _busy_workers(w, job)
+            d, more, free_mean = _busy_workers(w, job)
             if more != (rule == "too_few_workers"):
                 return []
         else:
@@ -165,8 +182,11 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
             ev["worker_cpu_mean"] = round(sum(cpus) / len(cpus), 2)
         if w.ctx.cpu_count_known:
             ev["cpus_usable"] = w.ctx.cpu_count
+        if free_mean is not None:
+            ev["free_cores_mean"] = round(free_mean, 2)  # over the seconds the workers computed
         text = fix(w) if callable(fix) else fix
-        return _finding(rule, job, d, summary.format(P=pct(d)), ev, text, relax)
+        why = _why_not_more(w, free_mean) if rule == "worker_cpu_bound" else ""
+        return _finding(rule, job, d, summary.format(P=pct(d), WHY=why), ev, text, relax)
     rule_fn.__name__ = rule
     rule_fn.__doc__ = doc
     return rule_fn
@@ -186,7 +206,7 @@ _DATA_ANCHOR = ("Anchor: TensorFlow Profiler input-pipeline analyzer (5 % / 20 %
 
 worker_cpu_bound = _data_rule(
     "worker_cpu_bound", "training waits {P} of the time for DataLoader workers that are busy computing samples "
-    "(no free cores for more)", FIX_WORKER_CPU,
+    "({WHY})", FIX_WORKER_CPU,
     "R02 — data-wait seconds in which the rank's workers ran on a CPU (≥ 0.6 cores, or R), where "
     "more workers would not help (no core free on average, or already Lightning's suggested "
     "maximum).\n\n" + _DATA_ANCHOR)

@@ -40,6 +40,9 @@ def test_busy_workers_and_no_free_core_are_worker_cpu_bound():
     assert near(s["worker_busy"], 0.5) and set(s) == {"worker_busy"}
     f = findings(k, ctx(cpu_count=2))
     assert set(f) == {"worker_cpu_bound"} and near(f["worker_cpu_bound"].impact, 0.5)
+    # the summary says why it does not ask for more workers, from the figures that decided it
+    assert "(no free core for more)" in f["worker_cpu_bound"].summary
+    assert near(f["worker_cpu_bound"].evidence["free_cores_mean"], 2 - 0.5 - 0.95)
 
 
 def test_busy_workers_with_free_cores_are_too_few_workers():
@@ -52,7 +55,15 @@ def test_busy_workers_with_free_cores_are_too_few_workers():
     k2 = TL().main(cpu=0.5).proc(201, "worker", 0.7).proc(202, "worker", 0.7)
     k2.stacks({"data_wait": 0.5, "forward": 0.5})
     assert set(findings(k2, ctx(cpu_count=4))) == {"too_few_workers"}
-    assert set(findings(k2, ctx(cpu_count=3))) == {"worker_cpu_bound"}
+    at_max = findings(k2, ctx(cpu_count=3))
+    assert set(at_max) == {"worker_cpu_bound"}
+    # a core was free: the summary must not claim otherwise
+    assert "(2 workers already, Lightning's suggested maximum for 3 usable cores)" in at_max["worker_cpu_bound"].summary
+    assert near(at_max["worker_cpu_bound"].evidence["free_cores_mean"], 3 - 0.5 - 1.4)
+    # the usable cores not known: no free-core figure, and the summary says so
+    unknown = findings(k, ctx(cpu_count=2, cpu_count_known=False))
+    assert "the host's usable cores are unknown" in unknown["worker_cpu_bound"].summary
+    assert "free_cores_mean" not in unknown["worker_cpu_bound"].evidence
 
 
 def test_workers_restarted_every_epoch_count_as_the_workers_alive_at_once():
@@ -245,6 +256,9 @@ def test_an_idle_card_inside_one_utilization_sample_is_the_data_wait_s_first():
     assert set(cl.by_cause_s) == {"worker_busy"}
     f = findings(k, ctx(cpu_count=2))
     assert set(f) == {"worker_cpu_bound"} and near(f["worker_cpu_bound"].impact, 0.5)
+    # the summary says why it does not ask for more workers, from the figures that decided it
+    assert "(no free core for more)" in f["worker_cpu_bound"].summary
+    assert near(f["worker_cpu_bound"].evidence["free_cores_mean"], 2 - 0.5 - 0.95)
 
 
 def test_host_overhead_is_only_the_idle_time_the_window_s_waits_leave():
