@@ -161,11 +161,16 @@ def healthy(w: Window) -> Finding | None:
     pids = w.judged_pids
     if not pids:
         return None
-    shares = {str(p): round(w.judged_stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
+    def name(pid: int) -> str:
+        rank = w.rank_of(pid)
+        return f"rank {rank}" if rank is not None else str(pid)
+
+    shares = {name(p): round(w.judged_stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
     if min(shares.values()) < 0.70:
         return None
+    who = "the main thread computes" if len(shares) == 1 else "each rank's main thread computes at least"
     return Finding("healthy", Severity.INFO, 0.0,
-                   f"CPU compute-bound: the main thread computes {pct(min(shares.values()))} of the time",
+                   f"CPU compute-bound: {who} {pct(min(shares.values()))} of the time",
                    {"compute_share": shares}, FIX_HEALTHY)
 
 

@@ -116,6 +116,19 @@ def phase_lengths(seen: dict[str, dict[int, int]]) -> dict[str, float | None]:
     return {ph: quantile(seen.get(ph, {}), PHASE_Q) for ph in PHASES}
 
 
+_PHASE_WORDS = {"data": "the data wait", "step": "the step's compute", "forward": "the forward pass",
+                "rest": "the rest"}
+
+
+def _phase_words(lengths: dict[str, float | None]) -> str:
+    """``the data wait 35 ms, …`` for the phases seen; those never seen said as such (a
+    loop that never waits for data has no data wait to measure)."""
+    seen = [f"{_PHASE_WORDS[ph]} {v * 1000:.0f} ms" for ph, v in lengths.items() if v is not None]
+    unseen = [_PHASE_WORDS[ph] for ph, v in lengths.items() if v is None]
+    text = ", ".join(seen) if seen else "no phase"
+    return text + (f" ({', '.join(unseen)}: never seen)" if unseen else "")
+
+
 def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | None,
             seen: dict[str, dict[int, int]] | None = None) -> dict[str, Any]:
     """``steps_per_s``, ``step_s_p50``, ``step_s_p90`` of one rank, or None each with
@@ -135,14 +148,10 @@ def figures(steps: int, hist: dict[int, int], wall_s: float, rate_hz: float | No
                 return all((ln[ph] or 0.0) >= MIN_PHASE_PERIODS * period * _BUCKET_SLACK for ph in phs)
 
             if not (caught("data", "step") or caught("forward", "rest")):
-                def ms(ph: str) -> str:
-                    v = ln[ph]
-                    return "n/a" if v is None else f"{v * 1000:.0f} ms"
                 return {**nulls, "steps_null_reason": (
-                    f"steps too short to see at {rate_hz:g} Hz: one sighting in ten of the data wait lasts "
-                    f"{ms('data')} or less, "
-                    f"the step's compute {ms('step')}, its forward {ms('forward')} and the rest {ms('rest')}, "
-                    f"against a sampling period of {period * 1000:.0f} ms: some steps are not seen")}
+                    f"steps too short to see at {rate_hz:g} Hz: one sighting in ten of each phase lasts at most "
+                    f"{_phase_words(ln)}, against a sampling period of {period * 1000:.0f} ms: some steps are "
+                    f"not seen")}
         if p50 < MIN_PERIODS * period:
             return {**nulls, "steps_null_reason": f"steps too short to see: the median step seen, {p50:.3f} s, "
                                                   f"is under {MIN_PERIODS:.0f} sampling periods "

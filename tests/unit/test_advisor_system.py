@@ -16,6 +16,16 @@ def test_healthy_util_and_sm_path_and_seed_path():
     assert rs.healthy(low_power) is None
 
 
+def test_healthy_cpu_job_of_two_ranks_names_the_ranks():
+    k = TL().main(cpu=0.0, state="S")
+    for pid, rank, fwd in ((501, 0, 0.5), (502, 1, 0.4)):
+        k.proc(pid, "rank", 1.0, rank=rank)
+        k.stacks({"forward": fwd, "backward": 0.45, "other": 0.55 - fwd}, pid=pid)
+    f = rs.healthy(k.window())
+    assert f is not None and f.evidence["compute_share"] == {"rank 0": 0.95, "rank 1": 0.85}
+    assert "each rank's main thread computes at least 85%" in f.summary
+
+
 def test_healthy_cpu_job_from_stacks():
     w = TL().main(cpu=1.0, state="R").stacks({"forward": 0.4, "backward": 0.3, "optimizer": 0.1, "other": 0.2})
     f = rs.healthy(w.window())

@@ -114,7 +114,13 @@ def test_a_phase_seen_long_most_times_but_short_now_and_then_is_not_always_caugh
     f = st.figures(20, {st.bucket(0.3): 20}, 12.0, 20.0, seen)
     # (51 ms: the bucket of 5 % around 50 ms)
     assert f["steps_per_s"] is None
-    assert "one sighting in ten of the data wait lasts 51 ms or less" in f["steps_null_reason"]
+    assert "one sighting in ten of each phase lasts at most the data wait 51 ms, the step's compute" in \
+        f["steps_null_reason"]
+    # a phase never seen is said so, not given a figure (a loop that never waits for data)
+    del seen["data"]
+    f = st.figures(20, {st.bucket(0.3): 20}, 12.0, 20.0, seen)
+    assert f["steps_per_s"] is None and "(the data wait: never seen)" in f["steps_null_reason"]
+    assert "n/a" not in f["steps_null_reason"]
     # the same with every sighting at least two periods long: the figures are given
     seen["data"] = {st.bucket(0.1): 6, st.bucket(0.15): 14}
     seen["forward"] = {st.bucket(0.1): 10, st.bucket(0.15): 10}
