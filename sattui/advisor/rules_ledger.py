@@ -14,7 +14,7 @@ suppression and precedence treat them alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.ledger import IDLE, STARVING, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
@@ -76,6 +76,11 @@ FIX_STALL = {
 }
 FIX_TOO_FEW = ("Every DataLoader worker is busy computing samples and cores are free: raise num_workers "
                "(to about {S}), then make samples cheaper if the wait stays (decode/resize once and cache).")
+FIX_CONTENTION_OWN = (
+    "The trainer's own processes fill its usable CPUs, so its threads wait for a core: run fewer DataLoader "
+    "workers (at most the usable CPUs minus one per rank, counting the main thread's intra-op threads), cap "
+    "each process's threads (OMP_NUM_THREADS, torch.set_num_threads, cv2.setNumThreads(0) in workers), or "
+    "give the job more cores (the container's CPU quota, taskset).")
 FIX_CONTENTION = (
     "Other processes take the trainer's CPUs: its threads are runnable but wait for a core. Give the job its "
     "own cores (taskset/cgroups, no other busy jobs on the box), keep num_workers + intra-op threads within the "
@@ -255,15 +260,62 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
     for r in job.ranks.values():
         for k, v in r.detail.get("cpu_contention", {}).items():
             parts[k] = parts.get(k, 0.0) + v
-    ev: dict[str, object] = {"where": "workers waiting for a CPU" if parts.get("data_wait", 0) >= parts.get(
-        "main_thread", 0) else "the training thread waiting for a CPU"}
+    ev: dict[str, object] = {"waiting_for_a_cpu": "its DataLoader workers" if parts.get("data_wait", 0) >= parts.get(
+        "main_thread", 0) else "the training thread"}
     if w.ctx.cpu_count_known:
         ev["cpus_usable"] = w.ctx.cpu_count
     delays = [s.run_delay for p in w.procs.values() for s in p.samples if s.run_delay is not None]
     if delays:
         ev["run_delay_max_share"] = round(max(delays), 2)
-    return _finding("cpu_contention", job, d, f"the trainer waits for a CPU {pct(d)} of the time: its "
-                    "processes are runnable but other work holds the cores", ev, FIX_CONTENTION, relax)
+    holders = _core_holders(w)
+    ev.update({k: round(v, 2) for k, v in holders.items() if v is not None})
+    who, own = _who_holds(w, holders)
+    return _finding("cpu_contention", job, d, f"the trainer waits for a CPU {pct(d)} of the time (runnable, "
+                    f"not running): {who}", ev, FIX_CONTENTION_OWN if own else FIX_CONTENTION, relax)
+
+
+def _per_tick_mean(samples: Iterable[tuple[float, float]]) -> float | None:
+    """The mean over ticks of the figures summed at each tick (a worker restarted every
+    epoch is a new pid, not another worker beside the old one)."""
+    per_tick: dict[float, float] = {}
+    for t, v in samples:
+        per_tick[t] = per_tick.get(t, 0.0) + v
+    return sum(per_tick.values()) / len(per_tick) if per_tick else None
+
+
+def _core_holders(w: Window) -> dict[str, float | None]:
+    """Who used the cores over the window, in cores: the trainer's whole tree, its
+    DataLoader workers, and the rest of the host (host-wide busy minus the tree), each
+    None where not measured."""
+    if not w.procs:  # no process figures (the cluster view reads the ledger alone)
+        return {"trainer_cores": None, "workers_cores": None, "other_cores": None}
+    procs = [p for p in w.procs.values() if p.role != "pin"]  # a pin thread is counted in its process
+    tree = _per_tick_mean((s.t, s.cpu) for p in procs for s in p.samples if s.cpu is not None)
+    workers = _per_tick_mean((s.t, s.cpu) for p in procs if p.role == "worker" for s in p.samples
+                             if s.cpu is not None)
+    hosts = [h.cpu_busy for h in w.timeline.window("host", 0, w.t0, w.t1) if h.cpu_busy is not None]
+    others = max(0.0, sum(hosts) / len(hosts) - tree) if hosts and tree is not None else None
+    return {"trainer_cores": tree, "workers_cores": workers, "other_cores": others}
+
+
+def _who_holds(w: Window, h: dict[str, float | None]) -> tuple[str, bool]:
+    """Whose work holds the cores, from the figures measured (and whether it is the
+    trainer's own): the trainer's own tree when it fills most of the usable cores, else the
+    rest of the host when that keeps half a core or more busy."""
+    tree, workers, others = h["trainer_cores"], h["workers_cores"], h["other_cores"]
+    cpus = w.ctx.cpu_count if w.ctx.cpu_count_known else None
+    # The tree first: the usable cores are the trainer's affinity and CPU quota, while the
+    # host-wide figure also counts cores (or other containers) the trainer cannot use.
+    if tree is not None and cpus and tree >= 0.8 * cpus:
+        own = f"its own processes fill the {cpus} usable cores ({tree:.1f} busy"
+        n = w.workers_at_once
+        if workers is not None and n:
+            own += f", {workers:.1f} of them in {n} DataLoader worker{'s' if n != 1 else ''}"
+        return own + ")", True
+    if others is not None and others >= 0.5:
+        return f"other processes on the host keep {others:.1f} cores busy", False
+    return "other work holds the cores (the host's busy cores are not known)" if others is None else \
+        "other work holds the cores", False
 
 
 def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:

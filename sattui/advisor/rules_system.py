@@ -9,6 +9,7 @@ the condition over the window, and the Advisor's decision step (verdict.py) appl
 from __future__ import annotations
 
 from sattui.advisor.base import Finding, pct
+from sattui.advisor.ledger import CONTENDED_RUN_DELAY
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
 from sattui.findings import Severity
 from sattui.sampler_status import PTRACE_FIX
@@ -133,7 +134,8 @@ def healthy(w: Window) -> Finding | None:
     Anchor: DCGM ``SM_ACTIVE`` ≥ 0.8 "necessary, but not sufficient". Condition (every
     job card): U ≥ 90 % and SM ≥ 80 % where reported; or the seeds' saturation: util
     steadily ≥ 80 % (10th percentile), power ≥ 70 % of the limit, memory steady (within
-    5 % of the card). CPU job: forward + backward + optimizer ≥ 70 % of the main thread.
+    5 % of the card). CPU job: forward + backward + optimizer ≥ 70 % of the main thread, which waits
+    for a CPU less than 25 % of the time (run delay) where that is known.
     The Advisor adds "no other cause ≥ medium".
     """
     if w.gpu_job:
@@ -167,6 +169,12 @@ def healthy(w: Window) -> Finding | None:
 
     shares = {name(p): round(w.judged_stack(p).share("forward", "backward", "optimizer"), 4) for p in pids}
     if min(shares.values()) < 0.70:
+        return None
+    # A stack in forward/backward says where the thread is, not that it runs: one that waits
+    # for a CPU (more busy workers than cores) shows the same stacks. Not healthy then, even
+    # before the ledger has the seconds to name cpu_contention.
+    delays = [s.run_delay for p in pids if p in w.procs for s in w.procs[p].samples if s.run_delay is not None]
+    if delays and sum(delays) / len(delays) >= CONTENDED_RUN_DELAY:
         return None
     who = "the main thread computes" if len(shares) == 1 else "each rank's main thread computes at least"
     return Finding("healthy", Severity.INFO, 0.0,

@@ -14,7 +14,8 @@ Per evaluation (every ~5 s):
    straggler on the same card; a degraded link explains PCIe-boundness; an allocator
    sawtooth or worker respawns explain periodic stalls that coincide; any cause
    ≥ medium explains "starved, cause unknown");
-5. headline: the top cause ≥ medium by (severity, impact, precedence); else "healthy"
+5. headline: the top cause ≥ medium by (severity, impact, precedence); else, while a
+   cause ≥ medium fired but is not raised yet, no_data ("confirming"); else "healthy"
    when its condition holds; else the top remaining finding; else no_data.
 """
 
@@ -303,14 +304,19 @@ class Advisor:
         kept.sort(key=rank_key)
 
         blocking = [f for f in kept if SPECS[f.rule].category == "cause" and f.severity.at_least("medium")]
-        h = None if blocking else healthy(w)
+        # A cause at medium or above that fired but is not raised yet (hysteresis) is still
+        # a cause: "healthy" beside it would be withdrawn an evaluation later.
+        active_keys = {f.key() for f in active}
+        confirming = any(k not in active_keys and SPECS[f.rule].category == "cause" and f.severity.at_least("medium")
+                         for k, f in raw.items())
+        h = None if blocking or confirming else healthy(w)
         if h is not None:
             h.t = t_now
         if blocking:
             headline = blocking[0]
         elif h is not None:
             headline = h
-        elif kept:
+        elif kept and not confirming:
             headline = kept[0]
         else:
             headline = self._inconclusive(t_now, w, lw)

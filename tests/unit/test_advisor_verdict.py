@@ -3,6 +3,7 @@
 import dataclasses
 
 from sattui.advisor import Advisor, AdvisorContext, Finding, Verdict
+from sattui.advisor.rules_system import healthy
 from sattui.advisor.verdict import RULES, explains
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx
 
@@ -38,6 +39,28 @@ def test_hysteresis_raise_hold_clear():
     # below the hold it is shown fading twice, then cleared at the third evaluation, for good
     assert len(fading) == 2 and fading[1] == fading[0] + 5 and max(shown) == fading[1]
     assert min(fading) > 80
+
+
+def test_a_cause_not_raised_yet_is_confirmed_not_called_healthy():
+    # 75 % of the main thread in forward (the CPU path of healthy holds) but 25 % waiting for
+    # data: the first evaluation that sees the wait must not say healthy, as the next one
+    # raises input_bound HIGH.
+    k = TL().main(t1=100)
+    k.stacks({"data_wait": 0.25, "forward": 0.75}, t0=0, t1=100)
+    adv = Advisor(ctx(cards=[]), ledger_window_s=30.0)
+    v35, v40 = (adv.evaluate(k.tl, t) for t in (35.0, 40.0))
+    assert v35.headline.rule == "no_data" and "confirming: input_bound" in v35.headline.summary
+    assert "healthy" not in {f.rule for f in v35.findings}
+    assert v40.headline.rule == "input_bound" and "healthy" not in {f.rule for f in v40.findings}
+
+
+def test_a_main_thread_in_forward_that_waits_for_a_cpu_is_not_healthy():
+    # More busy workers than cores: the stacks say forward, the run queue says it waits.
+    shares = {"forward": 0.5, "backward": 0.4, "other": 0.1}
+    calm = TL().main(cpu=0.9, state="R", run_delay=0.05).stacks(shares)
+    assert healthy(calm.window()) is not None
+    contended = TL().main(cpu=0.4, state="R", run_delay=0.55).stacks(shares)
+    assert healthy(contended.window()) is None
 
 
 def test_inline_loading_leads_and_explains_the_idle_card():

@@ -166,6 +166,29 @@ def test_the_main_threads_own_run_delay_slows_its_compute():
     assert near(shares(k)["cpu_contention"], 0.4)
 
 
+def test_contention_says_whose_work_holds_the_cores():
+    # Four busy workers and the main thread on 2 usable cores: the trainer's own tree fills
+    # them, and the fix is fewer workers, not "other processes".
+    own = TL().main(cpu=0.4, state="R", run_delay=0.6)
+    for pid in range(201, 205):
+        own.proc(pid, "worker", 0.4, state="R")
+    own.stacks({"forward": 0.5, "backward": 0.5})
+    f = findings(own, ctx(cpu_count=2))["cpu_contention"]
+    assert "its own processes fill the 2 usable cores (2.0 busy, 1.6 of them in 4 DataLoader workers)" in f.summary
+    assert f.fix.startswith("The trainer's own processes fill") and near(f.evidence["trainer_cores"], 2.0)
+    # A main thread alone on a host whose other processes keep 1.4 cores busy
+    other = TL().main(cpu=0.5, state="R", run_delay=0.5).host(cpu_busy=1.9)
+    other.stacks({"forward": 0.5, "backward": 0.5})
+    f = findings(other, ctx(cpu_count=2))["cpu_contention"]
+    assert "other processes on the host keep 1.4 cores busy" in f.summary and f.fix.startswith("Other processes")
+    assert near(f.evidence["other_cores"], 1.4)
+    # no host figures: it does not guess whose
+    blind = TL().main(cpu=0.5, state="R", run_delay=0.5).stacks({"forward": 0.5, "backward": 0.5})
+    f = findings(blind, ctx(cpu_count=2))["cpu_contention"]
+    assert "other work holds the cores (the host's busy cores are not known)" in f.summary
+    assert "other_cores" not in f.evidence
+
+
 def test_no_cause_from_a_missing_signal():
     # A busy host, but no run-delay figures: contention is not guessed; no worker figures
     # for the data wait: it stays input_bound (not narrowed), not I/O.
