@@ -207,9 +207,9 @@ def mono_at(lines: list[dict], wall: float) -> float:
 
 
 def test_healthy_compute_bound(tmp_path):
-    # A large MLP on cheap data: the loop computes nearly all the time; batch 256 makes
+    # A large MLP on cheap data: the loop computes nearly all the time; batch 512 makes
     # a step long enough (several sampling periods per phase) to be seen from outside.
-    rep, lines, rec = run_phase_trainer(tmp_path, 35, "--batch", "256", "--width", "2048", "--depth", "8")
+    rep, lines, rec = run_phase_trainer(tmp_path, 35, "--batch", "512", "--width", "2048", "--depth", "8")
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
