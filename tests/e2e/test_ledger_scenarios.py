@@ -302,8 +302,12 @@ def test_oversubscribed_host(tmp_path):
 
 
 def test_worker_memory_grows_per_item(tmp_path):
-    # Two workers, each keeping 6 KiB of every item it serves (a cache never read back).
-    rep, lines, rec = run_phase_trainer(tmp_path, 40, "--workers", "2", "--width", "1024", "--leak-kb", "6")
+    # Two workers, each keeping 6 KiB of every item it serves (a cache never read back), for
+    # the whole run: persistent workers (an epoch of 65,536 items took 22 s on a faster box,
+    # whose epoch's end restarted the workers: two generations of 20 s each, too short to
+    # call a series growth).
+    rep, lines, rec = run_phase_trainer(tmp_path, 40, "--workers", "2", "--width", "1024", "--leak-kb", "6",
+                                        "--persistent-workers")
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
