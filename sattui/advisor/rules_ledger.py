@@ -159,7 +159,8 @@ def _why_not_more(w: Window, free_mean: float | None) -> str:
     if free_mean is None:
         return "the host's usable cores are unknown"
     if free_mean < 1.0:
-        return "no free core for more"
+        # the figure itself: "0.98 free" beside "no free core" read as a contradiction
+        return f"only {free_mean:.2f} cores free on average: less than another worker needs"
     n = w.workers_at_once
     return (f"{n} worker{'s' if n != 1 else ''} already, Lightning's suggested maximum "
             f"for {w.ctx.cpu_count} usable cores")

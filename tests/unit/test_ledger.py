@@ -41,7 +41,7 @@ def test_busy_workers_and_no_free_core_are_worker_cpu_bound():
     f = findings(k, ctx(cpu_count=2))
     assert set(f) == {"worker_cpu_bound"} and near(f["worker_cpu_bound"].impact, 0.5)
     # the summary says why it does not ask for more workers, from the figures that decided it
-    assert "(no free core for more)" in f["worker_cpu_bound"].summary
+    assert "(only 0.55 cores free on average: less than another worker needs)" in f["worker_cpu_bound"].summary
     assert near(f["worker_cpu_bound"].evidence["free_cores_mean"], 2 - 0.5 - 0.95)
 
 
@@ -280,7 +280,7 @@ def test_an_idle_card_inside_one_utilization_sample_is_the_data_wait_s_first():
     f = findings(k, ctx(cpu_count=2))
     assert set(f) == {"worker_cpu_bound"} and near(f["worker_cpu_bound"].impact, 0.5)
     # the summary says why it does not ask for more workers, from the figures that decided it
-    assert "(no free core for more)" in f["worker_cpu_bound"].summary
+    assert "(only 0.55 cores free on average: less than another worker needs)" in f["worker_cpu_bound"].summary
     assert near(f["worker_cpu_bound"].evidence["free_cores_mean"], 2 - 0.5 - 0.95)
 
 
