@@ -313,10 +313,11 @@ def _who_holds(w: Window, h: dict[str, float | None]) -> tuple[str, bool]:
         if workers is not None and n:
             own += f", {workers:.1f} of them in {n} DataLoader worker{'s' if n != 1 else ''}"
         return own + ")", True
-    if others is not None and others >= 0.5:
+    if others is None:
+        return "other work holds the cores (the host's busy cores are not known)", False
+    if others >= 0.5:
         return f"other processes on the host keep {others:.1f} cores busy", False
-    return "other work holds the cores (the host's busy cores are not known)" if others is None else \
-        "other work holds the cores", False
+    return "other work holds the cores", False
 
 
 def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
