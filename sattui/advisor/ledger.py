@@ -517,9 +517,12 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
 
 def card_piece_causes(idle_s: float, states: dict[str, float],
                       split: dict[str, dict[str, float]] | None,
-                      wall_s: float | None = None) -> tuple[dict[str, float], dict[str, float]]:
+                      wall_s: float | None = None, by_state: dict[str, float] | None = None,
+                      by_cause: dict[str, float] | None = None) -> tuple[dict[str, float], dict[str, float]]:
     """A card's not-busy seconds over one stretch (``wall_s`` long; by default as long as
-    ``states`` cover), by the state of its rank over that same stretch and by cause.
+    ``states`` cover), by the state of its rank over that same stretch and by cause
+    (added into ``by_state`` and ``by_cause`` where given: a card's 7,200 stretches an
+    hour go straight into its bins' sums).
 
     Inside one stretch the card's utilization is an average and the rank's states a few
     py-spy sightings, so which not-busy second fell on which state is not known. A rank in
@@ -530,32 +533,39 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
     beside a compute sighting, though with steps shorter than the sampling period nearly
     every stretch has both (a starved loader's waits, the demo's, read as ~10 % host
     overhead where there was none)."""
+    if by_state is None:
+        by_state = {}
+    if by_cause is None:
+        by_cause = {}
     total = sum(states.values())
-    by_state: dict[str, float] = {}
-    by_cause: dict[str, float] = {}
     if total <= 0 or split is None:
         _add(by_state, UNKNOWN, idle_s)
         _add(by_cause, UNKNOWN, idle_s)
         return by_state, by_cause
     wall = total if wall_s is None else wall_s
-    starving = sum(secs for st, secs in states.items() if st in STARVING)
+    starving = sum(secs for st, secs in states.items() if st in _STARVING)
     # the card seconds the starving states cover, at most the idle ones
     explained = min(idle_s, wall * starving / total)
     rest = max(0.0, idle_s - explained)
     others = total - starving
     for st, secs in states.items():
-        if st in STARVING:
+        if st in _STARVING:
             part = explained * secs / starving if starving > 0 else 0.0
         else:
             part = rest * secs / others if others > 0 else 0.0
-        _add(by_state, st, part)
-        frac = split.get(st, {})
+        if part <= 0:
+            continue  # nothing to add: every figure below is a share of it
+        by_state[st] = by_state.get(st, 0.0) + part
         lost = 0.0
-        for cause, f in frac.items():
+        for cause, f in split.get(st, _NO_CAUSES).items():
             _add(by_cause, cause, part * f)
             lost += f
         _add(by_cause, "host_overhead_bound", part * max(0.0, 1.0 - lost))
     return by_state, by_cause
+
+
+_STARVING = frozenset(STARVING)
+_NO_CAUSES: dict[str, float] = {}
 
 
 class _SpanCursor:
@@ -665,19 +675,18 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
         # the samples of [lo, hi) and the one before (its time is where the first one starts)
         first = max(0, bisect_t(cs.samples, lo) - 1)
         last = bisect_t(cs.samples, hi + 1.0)
+        user_bins = rank_bins.get(user, {}) if user is not None else {}
         for b, a, z, util in _card_pieces(cs.samples[first:last], lo, hi):
             dt = z - a
             idle = max(0.0, 1.0 - util / 100.0) * dt
             states = cursor.states(a, z)
-            got = rank_bins.get(user, {}).get(b) if user is not None else None
-            by_state, by_cause = card_piece_causes(idle, states, got, dt)
+            got = user_bins.get(b)
             cl = job_at(b).cards.get(c)
             if cl is None:
                 cl = job_at(b).cards[c] = CardLedger(c, user, rank)
             cl.wall_s += dt
             cl.idle_s += idle
-            _merge(cl.by_state_s, by_state)
-            _merge(cl.by_cause_s, by_cause)
+            card_piece_causes(idle, states, got, dt, cl.by_state_s, cl.by_cause_s)
     return out
 
 

@@ -179,6 +179,8 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
                 return []
         else:
             d = _share(job, rule)
+        if d < SHOWN_FROM * relax:
+            return []  # what _finding would say, before the evidence is gathered
         wait = sum(r.states_s.get("data_wait", 0.0) + r.states_s.get("data_inline", 0.0) for r in job.ranks.values())
         wall = sum(r.wall_s for r in job.ranks.values()) or 1.0
         ev: dict[str, object] = {"data_wait_share": round(wait / wall, 4), "workers": w.workers_at_once}
@@ -257,6 +259,8 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
     if job is None:
         return []
     d = _share(job, "cpu_contention")
+    if d < SHOWN_FROM * relax:
+        return []  # what _finding would say, before the evidence is gathered
     parts: dict[str, float] = {}
     for r in job.ranks.values():
         for k, v in r.detail.get("cpu_contention", {}).items():
@@ -331,6 +335,8 @@ def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
     if job is None:
         return []
     d = _share(job, "periodic_stall")
+    if d < SHOWN_FROM * relax:
+        return []  # what _finding would say, before the evidence is gathered
     phases: dict[str, float] = {}
     for r in job.ranks.values():
         for k, v in r.detail.get("periodic_stall", {}).items():
@@ -503,6 +509,8 @@ def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
     if job is None or not job.gpu_job:
         return []
     d = _share(job, UNKNOWN)
+    if d < UNATTRIBUTED_SHOWN_FROM * relax:
+        return []  # what _finding would say, before the evidence is gathered
     per_card: dict[str, object] = {}
     for c in w.job_cards:
         cs = w.cards.get(c)

@@ -273,17 +273,25 @@ class StackStats:
         return got
 
 
-def _bin_into(bins: dict[int, dict[str, float]], s: StackSample) -> None:
-    act = s.state or "other"
-    if act == "startup" or s.dur <= 0:
-        return
-    t, end = s.t, s.t + s.dur
-    while t < end:
-        b = math.floor(t)
-        seg = min(end, b + 1.0) - t
-        d = bins.setdefault(b, {})
-        d[act] = d.get(act, 0.0) + seg
-        t += seg
+def _bin_all(bins: dict[int, dict[str, float]], samples: Iterable[StackSample]) -> None:
+    """Add each span's seconds to the one-second bins it covers, by activity (startup
+    left out). One loop for all of them: a 1-hour recording has 72,000 spans."""
+    floor, startup = math.floor, "startup"
+    for s in samples:
+        act = s.state or "other"
+        dur = s.dur
+        if act == startup or dur <= 0:
+            continue
+        t = s.t
+        end = t + dur
+        while t < end:
+            b = floor(t)
+            seg = min(end, b + 1.0) - t
+            d = bins.get(b)
+            if d is None:
+                d = bins[b] = {}
+            d[act] = d.get(act, 0.0) + seg
+            t += seg
 
 
 class StackBinner:
@@ -308,8 +316,7 @@ class StackBinner:
         if done is None:
             done = math.floor(t0)
         if settled > done:
-            for s in timeline.window("stack", pid, done, settled):
-                _bin_into(store, s)
+            _bin_all(store, timeline.window("stack", pid, done, settled))
             self._done[pid] = settled
         lo = math.floor(t0)
         if store and min(store) < lo:
@@ -388,8 +395,7 @@ class Window:
         if self.binner is not None:
             return self.binner.bins(self.timeline, pid, self.t0, self.t1)
         bins: dict[int, dict[str, float]] = {}
-        for s in self.timeline.window("stack", pid, self.t0, self.t1):
-            _bin_into(bins, s)
+        _bin_all(bins, self.timeline.window("stack", pid, self.t0, self.t1))
         return bins
 
     # -- the trainer's structure -----------------------------------------------------

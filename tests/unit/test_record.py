@@ -168,6 +168,26 @@ def test_host_and_worker_stack_records_roundtrip_and_are_checked(tmp_path):
             list(RecordingReader(p).records())
 
 
+def test_a_shape_seen_before_is_still_checked_where_values_differ(tmp_path):
+    # The reader skips the plain checks of a record shape (names and types) that passed
+    # before; a later line of the same names but another type, or of the same shape with
+    # a bad value inside a nested field, is still refused, naming its line.
+    p = str(tmp_path / "r.jsonl")
+    good = {"kind": "card", "t": 1.0, "card": 0, "util": 50.0, "procs": {"42": 1024}}
+    chunk = {"kind": "stacks", "t": 1.0, "t_end": 2.0, "pid": 1, "frames": [["f", "x.py", 1]], "stacks": [[0]],
+             "samples": [[1.0, 0.1, 1, 0, "forward"]]}
+    cases = [(good, {**good, "t": 2.0, "util": "50"}, "line 3: card record: 'util' is str, not number or null"),
+             (good, {**good, "t": 2.0, "procs": {"42": "1 GB"}}, "line 3: card record: 'procs' is dict"),
+             (chunk, {**chunk, "t": 2.0, "samples": [[2.0, 0.1, 1, 5, "forward"]]},
+              "line 3: stacks record: a sample is not")]
+    for first, bad, match in cases:
+        _write(p, json.dumps(_header()) + "\n" + json.dumps(first) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(RecordingError, match=match):
+            list(RecordingReader(p).records())
+    _write(p, json.dumps(_header()) + "\n" + json.dumps(good) + "\n" + json.dumps({**good, "t": 2.0}) + "\n")
+    assert [r["t"] for r in RecordingReader(p).records()] == [1.0, 2.0]
+
+
 def test_proc_record_leaves_unknown_optional_fields_out():
     rec = ProcSample(1.0, 1, None, "main", None, "python", None, "R", 1, None, None).to_record()
     assert not {"nspid", "cpu_main", "run_delay", "uss"} & set(rec)
