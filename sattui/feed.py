@@ -77,8 +77,7 @@ class Feed:
             self.add_proc(proc_from_record(rec))
         elif kind == "stacks":
             pid = int(rec["pid"])
-            for s in samples_from_record(rec, only_tid=pid):
-                self.timeline.add("stack", pid, s.t, s)
+            self.timeline.add_many("stack", pid, samples_from_record(rec, only_tid=pid))
         elif kind == "event":
             self.add_event(event_from_record(rec))
         elif kind == "finding":

@@ -124,22 +124,27 @@ class ReportBuilder:
         agg.rank = rec.get("rank", agg.rank)
         prev_t = agg.last_t
         agg.last_t = t
+        # The reader has checked the types (numbers or null): None is what "unknown" looks like.
         cpu = rec.get("cpu")
-        if isinstance(cpu, (int, float)):
+        if cpu is not None:
             agg.cpu_sum += cpu
             agg.cpu_n += 1
-            agg.cpu_max = max(agg.cpu_max, cpu)
+            if cpu > agg.cpu_max:
+                agg.cpu_max = cpu
         rss = rec.get("rss")
-        if isinstance(rss, int):
-            agg.rss_max = rss if agg.rss_max is None else max(agg.rss_max, rss)
+        if rss is not None and (agg.rss_max is None or rss > agg.rss_max):
+            agg.rss_max = rss
         dt = t - prev_t
         if dt > 0:
-            for key, attr in (("read_Bps", "read_bytes"), ("write_Bps", "write_bytes")):
-                v = rec.get(key)
-                if isinstance(v, (int, float)):
-                    setattr(agg, attr, getattr(agg, attr) + v * dt)
-        if rec.get("state"):
-            agg.states[rec["state"]] += 1
+            v = rec.get("read_Bps")
+            if v is not None:
+                agg.read_bytes += v * dt
+            v = rec.get("write_Bps")
+            if v is not None:
+                agg.write_bytes += v * dt
+        state = rec.get("state")
+        if state:
+            agg.states[state] += 1
         if agg.role == "worker":
             self._tick_workers[round(t, 1)] += 1
 

@@ -182,6 +182,23 @@ class Timeline:
         if t > self.latest_t:
             self.latest_t = t
 
+    def add_many(self, kind: str, key: Hashable, items: list[Any]) -> None:
+        """:meth:`add` for each of ``items`` (each with a ``t``) of one series: a py-spy
+        chunk's spans, looked up once."""
+        if not items:
+            return
+        ring = self._series.get((kind, key))
+        if ring is None:
+            ring = self._series[(kind, key)] = Ring(self.capacity_for(kind))
+        append = ring.append
+        latest = self.latest_t
+        for item in items:
+            t = item.t
+            append(t, item)
+            if t > latest:
+                latest = t
+        self.latest_t = latest
+
     def keys(self, kind: str) -> list[Hashable]:
         return [k for (kd, k) in self._series if kd == kind]
 

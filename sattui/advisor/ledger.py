@@ -156,16 +156,22 @@ class RankLedger:
         return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
 
     def merge(self, o: RankLedger, sign: float = 1.0) -> None:
+        # Empty parts are skipped before the call: a window's running sum merges two bins
+        # per second it moves, and most of a bin's parts are empty.
         self.wall_s += sign * o.wall_s
-        self.steps += int(sign) * o.steps
-        _merge_counts(self.step_hist, o.step_hist, int(sign))
+        if o.steps:
+            self.steps += int(sign) * o.steps
+        if o.step_hist:
+            _merge_counts(self.step_hist, o.step_hist, int(sign))
         for ph, h in o.phases_seen.items():
             mine = self.phases_seen.setdefault(ph, {})
             _merge_counts(mine, h, int(sign))
             if not mine:
                 del self.phases_seen[ph]
-        _merge(self.states_s, o.states_s, sign)
-        _merge(self.causes_s, o.causes_s, sign)
+        if o.states_s:
+            _merge(self.states_s, o.states_s, sign)
+        if o.causes_s:
+            _merge(self.causes_s, o.causes_s, sign)
         for c, d in o.detail.items():
             _merge(self.detail.setdefault(c, {}), d, sign)
 

@@ -78,8 +78,8 @@ class CardStats:
 
     @cached_property
     def dt(self) -> float:
-        ts = [s.t for s in self.samples]
-        return (median([b - a for a, b in zip(ts, ts[1:])]) or 0.5) if len(ts) > 1 else 0.5
+        ts = list(map(_T, self.samples))
+        return (median(list(map(operator.sub, ts[1:], ts))) or 0.5) if len(ts) > 1 else 0.5
 
     @cached_property
     def span_s(self) -> float:

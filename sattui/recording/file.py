@@ -120,12 +120,21 @@ def samples_from_record(rec: dict[str, Any], only_tid: int | None = None) -> lis
             got = stacks[si] = tuple(parts)
         return got
 
-    out = []
+    out: list[StackSample] = []
+    append = out.append
+    if only_tid is not None:
+        # One thread (the feed's main thread: 72,000 spans an hour): its name looked up once.
+        name, is_main = threads.get(str(only_tid)), only_tid == pid
+        for t, dur, tid, si, state in rec["samples"]:
+            if tid != only_tid:
+                continue
+            got = stacks.get(si)
+            append(StackSample(float(t), float(dur), pid, only_tid, name, is_main,
+                               stack(si) if got is None else got, state))
+        return out
     for t, dur, tid, si, state in rec["samples"]:
         tid = int(tid)
-        if only_tid is not None and tid != only_tid:
-            continue
-        out.append(StackSample(float(t), float(dur), pid, tid, threads.get(str(tid)), tid == pid, stack(si), state))
+        append(StackSample(float(t), float(dur), pid, tid, threads.get(str(tid)), tid == pid, stack(si), state))
     return out
 
 
