@@ -19,6 +19,7 @@ sort of a few hundred numbers, and say in plain numbers why they fired.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 
 from sattui.advisor.base import Finding
@@ -40,11 +41,13 @@ def _robust(values: list[float]) -> tuple[float, float]:
     return med, max(2.0, 1.4826 * mad)  # a floor: integer-percent counters make MAD 0 on flat series
 
 
-def _level_shift(pts: list[tuple[float, float]], t1: float, med_o: float, sig_o: float,
+def _level_shift(ts: list[float], us: list[float], t1: float, med_o: float, sig_o: float,
                  relax: float) -> tuple[str, float, str, dict[str, object]] | None:
-    """A new steady level in the last 15 s that began there (not earlier)."""
-    recent = [u for t, u in pts if t >= t1 - SHIFT_S]
-    before = [u for t, u in pts if t1 - SHIFT_S - 10.0 <= t < t1 - SHIFT_S]
+    """A new steady level in the last 15 s that began there (not earlier); ``ts``/``us``:
+    the samples' times (sorted) and utilizations."""
+    i_shift = bisect.bisect_left(ts, t1 - SHIFT_S)
+    recent = us[i_shift:]
+    before = us[bisect.bisect_left(ts, t1 - SHIFT_S - 10.0, hi=i_shift):i_shift]
     if len(recent) < 10 or len(before) < 4:
         return None
     med_r, sig_r = _robust(recent)
@@ -75,13 +78,17 @@ def util_anomaly(w: Window, relax: float = 1.0) -> list[Finding]:
             continue
         t_base = w.t1 - BASE_S
         pts = [(s.t, s.util) for s in cs.samples[bisect_t(cs.samples, t_base):] if s.util is not None]
+        # Times sorted, so each stretch below is a slice (the rule runs every evaluation).
+        ts = [t for t, _ in pts]
+        us = [u for _, u in pts]
+        i_shift, i_new = bisect.bisect_left(ts, w.t1 - SHIFT_S), bisect.bisect_left(ts, w.t1 - NEW_S)
         # One baseline for both tests: everything before the last 15 s.
-        older = [u for t, u in pts if t < w.t1 - SHIFT_S]
-        new = [u for t, u in pts if t >= w.t1 - NEW_S]
+        older = us[:i_shift]
+        new = us[i_new:]
         if len(older) < MIN_BASE or len(new) < 2:
             continue
         med, sigma = _robust(older)
-        shift = _level_shift(pts, w.t1, med, sigma, relax)
+        shift = _level_shift(ts, us, w.t1, med, sigma, relax)
         if shift is not None:
             out.append(Finding("util_anomaly", Severity(shift[0]), shift[1], f"card {c}: {shift[2]}", shift[3],
                                FIX_ANOMALY, card=c))
@@ -93,7 +100,7 @@ def util_anomaly(w: Window, relax: float = 1.0) -> list[Finding]:
             best = max(best, run)
         # A dip is new: the 10 s before it still sat at the usual level (a low level that
         # lasts was reported as a level shift when it began).
-        lead = [u for t, u in pts if w.t1 - SHIFT_S <= t < w.t1 - NEW_S]
+        lead = us[i_shift:i_new]
         if best >= 2 and (not lead or statistics.median(lead) >= med - thr):
             low = min(new)
             out.append(Finding("util_anomaly", Severity.INFO, 0.0,

@@ -11,6 +11,7 @@ across steps). Read over the long window, from the samples alone: a worker's USS
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,15 +98,21 @@ def steady_growth(points: Sequence[tuple[float, float]]) -> Growth | None:
     span = t1 - t0
     if span < MIN_SPAN_S:
         return None
-    thirds: list[list[float]] = [[], [], []]
-    for t, v in pts:
-        thirds[min(2, int(3 * (t - t0) / span))].append(v)
+    # The thirds by time: the third a point falls in never decreases along the sorted
+    # points, so two bisections split them (the rule runs at every evaluation, and most
+    # series fail right here).
+    def third(p: tuple[float, float]) -> int:
+        return min(2, int(3 * (p[0] - t0) / span))
+
+    cut1 = bisect.bisect_left(pts, 1, key=third)
+    cut2 = bisect.bisect_left(pts, 2, lo=cut1, key=third)
+    vals = [v for _, v in pts]
+    thirds = (vals[:cut1], vals[cut1:cut2], vals[cut2:])
     if any(not x for x in thirds):
         return None
     m = [sum(x) / len(x) for x in thirds]
     if not m[0] < m[1] < m[2]:
         return None
-    vals = [v for _, v in pts]
     rng = max(vals) - min(vals)
     peak = vals[0]
     for v in vals:

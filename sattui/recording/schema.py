@@ -156,8 +156,8 @@ def problem(rec: dict[str, Any]) -> str | None:
     if shape in _PASSED:
         # The same names with the same types passed before: only the fields whose check
         # looks inside the value are left.
-        for name, check in other.items():
-            if name in rec and not check(rec[name]):
+        for name, nested in other.items():
+            if name in rec and not nested(rec[name]):
                 return _bad(kind, name, rec[name])
     else:
         for name in spec.required:
