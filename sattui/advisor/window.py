@@ -78,7 +78,8 @@ class CardStats:
 
     @cached_property
     def dt(self) -> float:
-        ts = list(map(_T, self.samples))
+        ts = [s.t for s in self.samples]
+        # (float differences by a C-level map: twice as fast as a comprehension over zip)
         return (median(list(map(operator.sub, ts[1:], ts))) or 0.5) if len(ts) > 1 else 0.5
 
     @cached_property
@@ -95,23 +96,23 @@ class CardStats:
 
     @cached_property
     def sm(self) -> float | None:
-        return mean(s.sm_active for s in self.samples)
+        return mean([s.sm_active for s in self.samples])
 
     @cached_property
     def tensor(self) -> float | None:
-        return mean(s.tensor_active for s in self.samples)
+        return mean([s.tensor_active for s in self.samples])
 
     @cached_property
     def dram(self) -> float | None:
-        return mean(s.dram_active for s in self.samples)
+        return mean([s.dram_active for s in self.samples])
 
     @cached_property
     def occupancy(self) -> float | None:
-        return mean(s.sm_occupancy for s in self.samples)
+        return mean([s.sm_occupancy for s in self.samples])
 
     @cached_property
     def temp(self) -> float | None:
-        return mean(s.temp_c for s in self.samples)
+        return mean([s.temp_c for s in self.samples])
 
     @cached_property
     def mem_total(self) -> int | None:
@@ -142,21 +143,19 @@ class CardStats:
 
     @cached_property
     def power(self) -> float | None:
-        return mean(s.power_w for s in self.samples)
+        return mean([s.power_w for s in self.samples])
 
     @cached_property
     def power_limit(self) -> float | None:
-        limits = [s.power_limit_w for s in self.samples if s.power_limit_w]
-        return limits[-1] if limits else self.info.get("power_limit_w")
+        return _last_set(self.samples, "power_limit_w") or self.info.get("power_limit_w")
 
     @cached_property
     def clock_max(self) -> float | None:
-        maxes = [s.sm_clock_max_mhz for s in self.samples if s.sm_clock_max_mhz]
-        return maxes[-1] if maxes else self.info.get("sm_clock_max_mhz")
+        return _last_set(self.samples, "sm_clock_max_mhz") or self.info.get("sm_clock_max_mhz")
 
     @cached_property
     def clock(self) -> float | None:
-        return mean(s.sm_clock_mhz for s in self.samples)
+        return mean([s.sm_clock_mhz for s in self.samples])
 
     @cached_property
     def pids(self) -> set[str]:
@@ -240,7 +239,6 @@ class StackStats:
     def __init__(self, pid: int, samples: list[StackSample]) -> None:
         self.pid = pid
         by: dict[str, float] = {}
-        startup = 0.0
         for s in samples:
             act = s.state or "other"
             by[act] = by.get(act, 0.0) + s.dur
@@ -555,6 +553,15 @@ def bisect_t(samples: Sequence[Any], t: float) -> int:
 
 
 _T = operator.attrgetter("t")  # a C key: the ledger bisects a few series per bin
+
+
+def _last_set(samples: Sequence[Any], name: str) -> Any:
+    """The newest non-zero, non-null value of a field (the newest sample has it, mostly)."""
+    for s in reversed(samples):
+        v = getattr(s, name)
+        if v:
+            return v
+    return None
 
 
 @functools.lru_cache(maxsize=64)
