@@ -429,7 +429,7 @@ class Window:
     def workers_at_once(self) -> int:
         """The most DataLoader workers alive at one tick: a job that restarts its workers
         every epoch has dozens of worker pids over a window, two at a time."""
-        per_tick = Counter(s.t for p in self.workers for s in p.samples)
+        per_tick = Counter([s.t for p in self.workers for s in p.samples])  # (a list counts faster)
         return max(per_tick.values(), default=0)
 
     def workers_for(self, pid: int) -> list[ProcStats]:
