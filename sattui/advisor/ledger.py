@@ -165,30 +165,30 @@ class RankLedger:
         if sign > 0:
             # Adding (the common case: each bin into the run's total and into the window's
             # running sum) with the loops written out.
-            into_c = self.step_hist
-            for k, n in o.step_hist.items():
-                into_c[k] = into_c.get(k, 0) + n
+            hist = self.step_hist
+            for bucket, n in o.step_hist.items():
+                hist[bucket] = hist.get(bucket, 0) + n
             seen = self.phases_seen
             for ph, h in o.phases_seen.items():
                 if not h:
                     continue  # (an empty histogram is no phase: the subtracting path drops those)
-                into_c = seen.get(ph)
-                if into_c is None:
-                    into_c = seen[ph] = {}
-                for k, n in h.items():
-                    into_c[k] = into_c.get(k, 0) + n
+                counts = seen.get(ph)
+                if counts is None:
+                    counts = seen[ph] = {}
+                for bucket, n in h.items():
+                    counts[bucket] = counts.get(bucket, 0) + n
             for into, other in ((self.states_s, o.states_s), (self.causes_s, o.causes_s)):
                 for k, v in other.items():
                     if v > 0:
                         into[k] = into.get(k, 0.0) + v
             detail = self.detail
             for c, d in o.detail.items():
-                into = detail.get(c)
-                if into is None:
-                    into = detail[c] = {}
+                sums = detail.get(c)
+                if sums is None:
+                    sums = detail[c] = {}
                 for k, v in d.items():
                     if v > 0:
-                        into[k] = into.get(k, 0.0) + v
+                        sums[k] = sums.get(k, 0.0) + v
             return
         if o.step_hist:
             _merge_counts(self.step_hist, o.step_hist, int(sign))

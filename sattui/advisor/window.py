@@ -17,10 +17,9 @@ import math
 import operator
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from sattui.advisor.base import AdvisorContext
 from sattui.model import CardSample, Event, ProcSample, StackSample
@@ -37,7 +36,34 @@ MIN_STACK_SAMPLES = 300
 # py-spy spans are at most a chunk long (2 s by default); look back this far for spans
 # that began before a window and run into it.
 SPAN_LOOKBACK_S = 10.0
+_V = TypeVar("_V")
 DEFAULT_STACK_RATE_HZ = 20.0
+
+class cached_property(Generic[_V]):  # noqa: N801  (named as the functools one it replaces)
+    """functools.cached_property without its lock (Python 3.11 takes an RLock on every
+    first read: the advisor's windows make ~12,000 of those an hour of recording). A
+    figure computed twice by two threads is the same figure, so no lock is needed."""
+
+    def __init__(self, fn: Callable[[Any], _V]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> cached_property[_V]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _V: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> _V | cached_property[_V]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)  # the instance's dict wins next time
+        return value
+
 
 def pstdev(values: Sequence[float]) -> float:
     """Population standard deviation in floats (statistics.pstdev is exact, via
