@@ -170,8 +170,8 @@ def problem(rec: dict[str, Any]) -> str | None:
                 if type(v) not in allowed:
                     return _bad(kind, name, v)
             else:
-                check = other.get(name)
-                if check is not None and not check(v):
+                nested = other.get(name)
+                if nested is not None and not nested(v):
                     return _bad(kind, name, v)
         if len(_PASSED) >= _PASSED_MAX:
             _PASSED.clear()
