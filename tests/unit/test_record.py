@@ -230,3 +230,42 @@ def test_stacks_record_roundtrip_keeps_states_and_frames():
     assert back[0].frames == (f_next, f_main)
     assert back[2].is_main is False and back[0].is_main is True
     assert back[1].t == 10.5 and back[1].dur == 0.1
+
+
+def _stacks_exact(rec):
+    from sattui.recording import schema
+
+    for name, check in schema._SPECS["stacks"].other.items():
+        if name in rec and not check(rec[name]):
+            return "other"
+    return schema._stacks_problem(rec)
+
+
+_ANY = [None, True, 1, -1, 7, 1.5, "x", [], ["f", "x.py", 1], [1.0, 0.1, 1, 0, "s"], {"a": 1}]
+
+
+def test_stacks_fast_check_passes_exactly_what_the_field_checks_pass():
+    # _stacks_ok lets a record of a known shape skip the field-by-field checks only when
+    # they would pass: every nested value swapped for each odd one must agree.
+    from sattui.recording import schema
+
+    good = {"kind": "stacks", "t": 1.0, "t_end": 2.0, "pid": 1, "threads": {"1": "Main", "2": None},
+            "frames": [["f", "x.py", 1], ["g", "y.py", None]], "stacks": [[0, 1], [1]],
+            "samples": [[1.0, 0.1, 1, 0, "forward"], [1, 2, 2, 1, None]]}
+    assert schema._stacks_ok(good) and _stacks_exact(good) is None
+    cases = [{**good, "threads": v} for v in _ANY]
+    for field in ("frames", "stacks", "samples"):
+        cases += [{**good, field: v} for v in _ANY]
+        for i in range(len(good[field])):
+            cases += [{**good, field: [*good[field][:i], v, *good[field][i + 1:]]} for v in _ANY]
+            for j in range(len(good[field][i])):
+                for v in _ANY:
+                    inner = list(good[field][i])
+                    inner[j] = v
+                    cases.append({**good, field: [*good[field][:i], inner, *good[field][i + 1:]]})
+    cases += [{**good, "threads": {"1": v}} for v in _ANY]
+    cases += [{**good, "samples": [[1.0, 0.1, 1, 0]]}, {**good, "samples": [[1.0, 0.1, 1, 0, "s", 9]]},
+              {**good, "frames": [["f", "x.py"]]}, {**good, "stacks": [[0, 2]]}, {**good, "samples": []}]
+    assert len(cases) > 300
+    for rec in cases:
+        assert schema._stacks_ok(rec) == (_stacks_exact(rec) is None), rec

@@ -79,3 +79,15 @@ def test_short_path():
     assert short_path("/usr/lib/python3.11/site-packages/torch/optim/sgd.py") == "torch/optim/sgd.py"
     assert short_path("/root/.pyenv/versions/3.11.7/lib/python3.11/selectors.py") == "selectors.py"
     assert short_path("<frozen runpy>") == "<frozen runpy>"
+
+
+def test_stack_seconds_are_summed_by_frames_whatever_each_record_numbers_them():
+    # Each stacks record interns its own frames; the builder sums by the frames
+    # themselves and gives them as Frames, in first-seen order.
+    b = ReportBuilder(make_header(pid=100, cmdline=["python", "train.py"], backend=None))
+    b.add(_chunk(0.0, [(0.0, 0.5, 100, (WAIT, USER), "data_wait"), (0.5, 0.25, 100, (FWD, USER), "forward")]))
+    b.add(_chunk(2.0, [(2.0, 0.25, 100, (FWD, USER), "forward"), (2.25, 0.5, 100, (WAIT, USER), "data_wait"),
+                       (2.75, 0.5, 100, (WAIT, USER), "forward")]))
+    assert b.stack_s == {("data_wait", (WAIT, USER)): 1.0, ("forward", (FWD, USER)): 0.5,
+                         ("forward", (WAIT, USER)): 0.5}
+    assert list(b.stack_s) == [("data_wait", (WAIT, USER)), ("forward", (FWD, USER)), ("forward", (WAIT, USER))]

@@ -134,3 +134,41 @@ def test_bad_sizes_rejected():
         Ring(0)
     with pytest.raises(ValueError):
         Timeline(history_s=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cap=st.integers(1, 12), before=st.lists(st.integers(0, 30), max_size=20),
+       batches=st.lists(st.lists(st.integers(0, 30), max_size=15), max_size=4))
+def test_ring_extend_is_append_one_by_one(cap, before, batches):
+    # extend copies an in-order run by slices and hands anything else to append; either
+    # way the ring ends as appending each sample in turn would leave it, wrapped or not.
+    fast, slow = Ring(cap), Ring(cap)
+    for seq, t in enumerate(before):
+        fast.append(float(t), seq)
+        slow.append(float(t), seq)
+    for b, batch in enumerate(batches):
+        times = [float(t) for t in sorted(batch)] if b % 2 == 0 else [float(t) for t in batch]
+        items = [(b, i) for i in range(len(times))]
+        fast.extend(times, items)
+        for t, item in zip(times, items):
+            slow.append(t, item)
+        assert list(fast) == list(slow)
+        assert [fast.time_at(i) for i in range(len(fast))] == [slow.time_at(i) for i in range(len(slow))]
+        assert (fast._start, fast._len) == (slow._start, slow._len)
+
+
+def test_timeline_add_many_is_add_per_item_latest_t_too():
+    class S:
+        def __init__(self, t):
+            self.t = t
+
+    nan = float("nan")
+    for times in ([1.0, 2.0, 3.0], [3.0, 1.0, 2.0], [nan, 5.0, 4.0], [2.0, nan]):
+        many, one = Timeline(history_s=10.0), Timeline(history_s=10.0)
+        many.latest_t = one.latest_t = 2.5
+        items = [S(t) for t in times]
+        many.add_many("stack", 1, items)
+        for s in items:
+            one.add("stack", 1, s.t, s)
+        assert list(many.series("stack", 1)) == list(one.series("stack", 1))
+        assert many.latest_t == one.latest_t  # a NaN time (json.loads reads one) never becomes latest
