@@ -616,17 +616,21 @@ class _SpanCursor:
     (asked in time order, as a card's samples come): a forward-moving index, so each
     stretch costs the spans it overlaps, not a search back over the lookback."""
 
-    def __init__(self, spans: Sequence[Any]) -> None:
+    def __init__(self, spans: Sequence[Any], lo: float = -math.inf) -> None:
         # Only what a stretch reads, in flat lists (a card's 7,200 stretches an hour each
         # read a few spans): start, end and state (None for startup, which is not counted).
-        self.starts = [s.t for s in spans]
+        starts = [s.t for s in spans]
         durs = [s.dur for s in spans]
+        self.longest = max(durs, default=0.0)
+        # Only the spans from the first that can reach ``lo`` are kept (the look-back is for
+        # the longest span there may be: most of the spans before ``lo`` end before it).
+        i0 = bisect.bisect_left(starts, lo - self.longest)
+        self.starts = starts[i0:]
         # (float sums by a C-level map; attributes by comprehension, which 3.11 makes faster
         # than operator.attrgetter)
-        self.ends = list(map(operator.add, self.starts, durs))
+        self.ends = list(map(operator.add, self.starts, durs[i0:]))
         startup, other = State.STARTUP, State.OTHER
-        self.states_of = [None if s.state == startup else (s.state or other) for s in spans]
-        self.longest = max(durs, default=0.0)
+        self.states_of = [None if s.state == startup else (s.state or other) for s in spans[i0:]]
         self.i = 0
 
     def states(self, a: float, z: float) -> dict[str, float]:
@@ -717,7 +721,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             continue  # a card nobody uses is idle, not starved
         user = _card_pid(sw, c, pids)
         rank = sw.rank_of(user) if user is not None else None
-        cursor = _SpanCursor(w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else [])
+        cursor = _SpanCursor(w.timeline.window("stack", user, lo - SPAN_LOOKBACK_S, hi) if user is not None else [],
+                             lo)
         # the samples of [lo, hi) and the one before (its time is where the first one starts)
         first = max(0, bisect_t(cs.samples, lo) - 1)
         last = bisect_t(cs.samples, hi + 1.0)
