@@ -156,20 +156,21 @@ class RankLedger:
     def state_shares(self) -> dict[str, float]:
         return {k: v / self.wall_s for k, v in self.states_s.items()} if self.wall_s > 0 else {}
 
-    def merge(self, o: RankLedger, sign: float = 1.0) -> None:
-        # Empty parts are skipped before the call: a window's running sum merges two bins
-        # per second it moves, and most of a bin's parts are empty.
+    def merge(self, o: RankLedger, sign: float = 1.0, steps: bool = True) -> None:
+        """Add ``o``'s seconds (``sign=-1``: take them out); ``steps=False`` leaves the
+        steps and their histograms out (a window's running sum: no rule reads them there,
+        and they are half of what a bin holds)."""
         self.wall_s += sign * o.wall_s
-        if o.steps:
+        if steps and o.steps:
             self.steps += int(sign) * o.steps
         if sign > 0:
             # Adding (the common case: each bin into the run's total and into the window's
             # running sum) with the loops written out.
             hist = self.step_hist
-            for bucket, n in o.step_hist.items():
-                hist[bucket] = hist.get(bucket, 0) + n
             seen = self.phases_seen
-            for ph, h in o.phases_seen.items():
+            for bucket, n in (o.step_hist if steps else _NO_COUNTS).items():
+                hist[bucket] = hist.get(bucket, 0) + n
+            for ph, h in (o.phases_seen if steps else _NO_PHASES).items():
                 if not h:
                     continue  # (an empty histogram is no phase: the subtracting path drops those)
                 counts = seen.get(ph)
@@ -190,9 +191,9 @@ class RankLedger:
                     if v > 0:
                         sums[k] = sums.get(k, 0.0) + v
             return
-        if o.step_hist:
+        if steps and o.step_hist:
             _merge_counts(self.step_hist, o.step_hist, int(sign))
-        for ph, h in o.phases_seen.items():
+        for ph, h in (o.phases_seen if steps else _NO_PHASES).items():
             mine = self.phases_seen.setdefault(ph, {})
             _merge_counts(mine, h, int(sign))
             if not mine:
@@ -251,14 +252,15 @@ class JobLedger:
     cards: dict[int, CardLedger] = field(default_factory=dict)
     gpu_job: bool = False
 
-    def merge(self, o: JobLedger, sign: float = 1.0) -> None:
-        """Add another ledger's seconds (``sign=-1``: take them out: a window moving on)."""
+    def merge(self, o: JobLedger, sign: float = 1.0, steps: bool = True) -> None:
+        """Add another ledger's seconds (``sign=-1``: take them out: a window moving on;
+        ``steps=False``: the ranks' steps left out, RankLedger.merge)."""
         self.gpu_job = self.gpu_job or o.gpu_job
         for pid, r in o.ranks.items():
             mine = self.ranks.get(pid)
             if mine is None:
                 mine = self.ranks[pid] = RankLedger(r.pid, r.rank)
-            mine.merge(r, sign)
+            mine.merge(r, sign, steps)
         for c, cl in o.cards.items():
             card = self.cards.get(c)
             if card is None:
@@ -608,6 +610,8 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
 
 
 _STARVING = frozenset(STARVING)
+_NO_COUNTS: dict[int, int] = {}
+_NO_PHASES: dict[str, dict[int, int]] = {}
 _NO_CAUSES: dict[str, float] = {}
 
 
@@ -748,10 +752,10 @@ def build(w: Window, t0: float | None = None, t1: float | None = None) -> JobLed
     return total(build_bins(w, lo, hi).values(), gpu_job=w.gpu_job)
 
 
-def total(bins: Iterable[JobLedger], gpu_job: bool = False) -> JobLedger:
+def total(bins: Iterable[JobLedger], gpu_job: bool = False, steps: bool = True) -> JobLedger:
     job = JobLedger(gpu_job=gpu_job)
     for j in bins:
-        job.merge(j)
+        job.merge(j, steps=steps)
     return job
 
 
@@ -805,21 +809,22 @@ class LedgerBook:
                       key=lambda kv: kv[0])
 
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
-        """The ledger over ``[t0, t1)``. The object returned is the book's running sum:
-        read it before the next call. Only whole bins before ``t1`` count (the book
-        computes a bin once its second is over)."""
+        """The ledger over ``[t0, t1)``, without the ranks' steps (no rule reads them from
+        a window; each rank's steps are in the bins, :meth:`settled`, and the run's total).
+        The object returned is the book's running sum: read it before the next call. Only
+        whole bins before ``t1`` count (the book computes a bin once its second is over)."""
         lo, hi = math.floor(t0 / BIN_S), math.floor(t1 / BIN_S)
         win = self._win
         movable = (win is not None and lo >= self._win_lo and hi >= self._win_hi
                    and all(b in self._bins for b in range(self._win_lo, min(lo, self._win_hi))))
         if win is None or not movable:
-            win = total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job)
+            win = total((j for b, j in self._bins.items() if lo <= b < hi), gpu_job=gpu_job, steps=False)
         else:
             for b in range(self._win_hi, hi):
                 if b in self._bins and b >= lo:
-                    win.merge(self._bins[b])
+                    win.merge(self._bins[b], steps=False)
             for b in range(self._win_lo, min(lo, self._win_hi)):
-                win.merge(self._bins[b], -1.0)
+                win.merge(self._bins[b], -1.0, steps=False)
         win.gpu_job = gpu_job
         self._win, self._win_lo, self._win_hi = win, lo, hi
         return win
