@@ -127,7 +127,9 @@ class Judge:
         self.feed.add_record(rec)
         if kind == "card":
             self.meter.add(rec)
-        self.max_t = max(self.max_t, float(rec.get("t_end", t)))
+        end = rec.get("t_end", t)
+        if end > self.max_t:
+            self.max_t = float(end)
 
     def _evaluate(self, t: float) -> None:
         v = self.advisor.evaluate(self.timeline, t)

@@ -472,10 +472,14 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
     n = sum(active.values())
     out: dict[str, float] = {}
     for k, v in active.items():
-        cause = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention",
-                 "starting": "worker_respawn"}[k]
+        cause = _WORKER_CAUSE[k]
         out[cause] = out.get(cause, 0.0) + v / n
     return out
+
+
+# What a worker's part of a bin says about the data wait beside it.
+_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention",
+                 "starting": "worker_respawn"}
 
 
 def _tree_cores(w: Window, lo: float, hi: float, interval: float) -> Callable[[int], float]:
