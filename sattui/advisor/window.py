@@ -268,6 +268,7 @@ class StackStats:
         for s in samples:
             act = s.state or "other"
             by[act] = by.get(act, 0.0) + s.dur
+        self._has_startup = "startup" in by
         startup = by.pop("startup", 0.0)
         self._all = samples
         self.by_state = by
@@ -276,6 +277,8 @@ class StackStats:
 
     @cached_property
     def samples(self) -> list[StackSample]:
+        if not self._has_startup:
+            return self._all  # (nearly every window: no copy of its ~600 spans)
         return [s for s in self._all if s.state != "startup"]
 
     def share(self, *activities: str) -> float:
