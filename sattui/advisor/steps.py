@@ -253,12 +253,15 @@ class StepTracker:
                     for ph in [ph for ph in open_ if ph not in now]:
                         a, z = open_.pop(ph)
                         yield SEEN, z, ph, z - a
-                for ph in now:
-                    run = open_.get(ph)
-                    if run is None:
-                        open_[ph] = [t, end]
-                    else:
-                        run[1] = end
+                    for ph in now:
+                        run = open_.get(ph)
+                        if run is None:
+                            open_[ph] = [t, end]
+                        else:
+                            run[1] = end
+                else:
+                    for ph in now:  # the same phases go on (all open): only their ends move
+                        open_[ph][1] = end
                 # boundaries
                 if st == prev:
                     continue
