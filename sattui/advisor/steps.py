@@ -173,6 +173,35 @@ def by_bin(spans: Sequence[Any], lo: float, hi: float, bin_s: float) -> dict[int
                   bin_s, None, None)
 
 
+def over(spans: Sequence[Any], lo: float, hi: float) -> Bin:
+    """The steps begun in ``[lo, hi)``, the histogram of their lengths and each phase's
+    sightings ended there (a screen's window: :func:`figures` reads them); ``spans``
+    should start well before ``lo``, as for :func:`by_bin`."""
+    steps = 0
+    hist: dict[int, int] = {}
+    seen: dict[str, dict[int, int]] = {}
+    for n, h, phases in by_bin(spans, lo, hi, max(hi - lo, 1e-6)).values():
+        steps += n
+        for k, c in h.items():
+            hist[k] = hist.get(k, 0) + c
+        for ph, ph_hist in phases.items():
+            mine = seen.setdefault(ph, {})
+            for k, c in ph_hist.items():
+                mine[k] = mine.get(k, 0) + c
+    return steps, hist, seen
+
+
+def short_words(fig: dict[str, Any]) -> str:
+    """:func:`figures` in a few words for a screen: ``1.92 steps/s, p50 0.520 s, p90
+    0.610 s``, or the start of the reason there are none (``steps too short to see at
+    20 Hz``)."""
+    if fig.get("steps_per_s") is None:
+        return str(fig.get("steps_null_reason") or "no step seen").split(":")[0]
+    p90 = fig.get("step_s_p90")
+    return (f"{fig['steps_per_s']:.2f} steps/s, p50 {fig['step_s_p50']:.3f} s"
+            + (f", p90 {p90:.3f} s" if p90 is not None else ""))
+
+
 def _tally(events: Iterable[Event], bin_s: float, first_b: int | None, last_b: int | None) -> dict[int, Bin]:
     """Events counted by the bin their ``t`` falls in (clamped to ``[first_b, last_b]``
     where given). Counts are kept in lists while they grow: a new tuple per event was a

@@ -31,7 +31,10 @@ PARAGRAPHS = (
      "hardware."),
     ("Main-thread states",
      "One letter per bucket, on the state's colour. A wait that fills a quarter of a bucket wins "
-     "over compute, so short waits are not drowned."),
+     "over compute, so short waits are not drowned. After the top states: the training steps "
+     "per second seen from outside over the window (each return from the DataLoader into the "
+     "step; 2.1/s), where the sampling rate resolves them; the stacks screen gives their "
+     "spread (p50, p90) or why they cannot be seen."),
     ("Ranks",
      "A job of several ranks (torchrun) gets a state strip per rank, labelled rank N. Where they "
      "do not all fit, the strips shown are the picked rank, the odd ones out (a top state few "

@@ -11,12 +11,13 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from sattui.advisor import steps as step_seen
 from sattui.screens.base import SubScreen
 from sattui.states import state_of
 from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.data import ViewData
-from sattui.view.lines import fit
+from sattui.view.lines import fit, rank_steps
 from sattui.view.stacktable import states_present, top_functions
 from sattui.widgets.header import StatusHeader, ViewState
 
@@ -42,6 +43,7 @@ class StacksScreen(SubScreen):
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
         yield Static(id="stacks-title", classes="section")
+        yield Static(id="stacks-steps")
         with VerticalScroll(id="stacks-scroll"):
             yield Static(id="stacks-table")
         yield Footer(compact=True)
@@ -66,7 +68,23 @@ class StacksScreen(SubScreen):
         title = (f" {who} · last {fmt.window(data.window_s)} · {filt} · "
                  f"by {'total' if self.by_total else 'own'} time · {total:.1f}s sampled")
         self.query_one("#stacks-title", Static).update(fit(title, width))
+        steps = self._steps_line(data, t0) if total > 0 else ""
+        self.query_one("#stacks-steps", Static).update(Text(fit(" " + clean(steps), width), "dim"))
         self.query_one("#stacks-table", Static).update(self._table(data, rows, total, width))
+
+    @staticmethod
+    def _steps_line(data: ViewData, t0: float) -> str:
+        """The shown rank's steps seen from outside (rate and spread), or each rank's rate."""
+        pids = [data.rank_pid] if data.rank_pid is not None else [p for p, _ in data.ranks]
+        if len(pids) == 1:
+            return step_seen.short_words(rank_steps(data, pids[0], t0))
+        rates = []
+        for pid in pids:
+            sps = rank_steps(data, pid, t0).get("steps_per_s")
+            rank = data.rank_of(pid)
+            who = f"r{rank}" if rank is not None else str(pid)
+            rates.append(f"{who} {'?' if sps is None else f'{sps:.2f}'}")
+        return "steps/s: " + ", ".join(rates) + " (r picks a rank: its step spread)"
 
     def _table(self, data: ViewData, rows, total: float, width: int) -> Text:
         out = Text(no_wrap=True, overflow="ellipsis", end="")

@@ -181,6 +181,12 @@ class ViewData:
         return {pid: self.window("proc", pid, t0) for pid, _ in self.proc_index(t0)}
 
     @cached_property
+    def stack_rate_hz(self) -> float | None:
+        """py-spy's sampling rate (None: not known; steps are then not checked against it)."""
+        v = self.header.get("stack_rate_hz")
+        return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+    @cached_property
     def proc_interval(self) -> float:
         v = self.header.get("interval_s")
         return float(v) if isinstance(v, (int, float)) and v > 0 else 1.0

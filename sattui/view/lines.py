@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import COMPUTE
 from sattui.states import State, glyph, style_class
 from sattui.textsafe import clean
@@ -273,12 +274,34 @@ class RankStrip:
     label: str
     states: tuple[str | None, ...]
     shares: dict[str, float]
+    # Steps seen from outside over the window (sattui/advisor/steps.py figures()):
+    # steps_per_s, step_s_p50, step_s_p90, or None each with steps_null_reason.
+    steps: dict[str, Any]
 
     @property
     def lost(self) -> float:
         """The share of its sampled time not spent on its own work (waits, stalls, idle):
         the states the ledger does not count as compute (sattui/advisor/ledger.py)."""
         return max(0.0, 1.0 - sum(self.shares.get(st, 0.0) for st in COMPUTE)) if self.shares else 0.0
+
+
+# How far before the window the steps' spans are read: the step begun first in it has its
+# start (sattui/advisor/ledger.py reads as far for a stretch of bins).
+STEP_LOOK_S = 15.0
+
+
+def _steps(data, pid: int, t0: float, sampled_s: float) -> dict[str, Any]:
+    # The steps begun in the window, found in the spans from a little before it (so the
+    # first one has its start), measured as the report measures them.
+    n, hist, seen = step_seen.over(data.window("stack", pid, t0 - STEP_LOOK_S), t0, data.t_end + 1e-6)
+    return step_seen.figures(n, hist, sampled_s, data.stack_rate_hz, seen)
+
+
+def rank_steps(data, pid: int, t0: float) -> dict[str, Any]:
+    """One trainer process's steps over ``[t0, t_end]`` (sattui/advisor/steps.py figures())."""
+    secs = state_seconds(data.stack_spans_for(pid, t0), t0, data.t_end + 1e-6)
+    secs.pop(State.STARTUP, None)
+    return _steps(data, pid, t0, sum(secs.values()))
 
 
 def rank_strips(data, axis: Axis) -> list[RankStrip]:
@@ -293,10 +316,10 @@ def rank_strips(data, axis: Axis) -> list[RankStrip]:
             secs.pop(State.STARTUP, None)
             total = sum(secs.values())
             shares = {k: v / total for k, v in secs.items()} if total > 0 else {}
-            return tuple(bin_states(spans, axis)), shares
-        states, shares = data.cache.get(("states", pid, axis), data.quantum(axis), compute)
+            return tuple(bin_states(spans, axis)), shares, _steps(data, pid, axis.t0, total)
+        states, shares, steps = data.cache.get(("states", pid, axis), data.quantum(axis), compute)
         if any(s is not None for s in states):
-            out.append(RankStrip(pid, data.trainer_label(pid), states, shares))
+            out.append(RankStrip(pid, data.trainer_label(pid), states, shares, steps))
     return out
 
 
@@ -314,9 +337,15 @@ def pick_strips(strips: list[RankStrip], room: int, picked: int | None) -> list[
     return [s for s in strips if s.pid in chosen]
 
 
-def _strip_value(shares: dict[str, float]) -> str:
-    top = sorted(shares.items(), key=lambda kv: -kv[1])[:2]
-    return "  ".join(f"{glyph(k)} {v:.0%}" for k, v in top)
+def _strip_value(st: RankStrip, width: int) -> str:
+    """The strip's top states and, where its steps were seen, their rate (``2.1/s``):
+    the second state goes first when they do not all fit."""
+    top = [f"{glyph(k)} {v:.0%}" for k, v in sorted(st.shares.items(), key=lambda kv: -kv[1])[:2]]
+    sps = st.steps.get("steps_per_s")
+    rate = [f"{sps:.1f}/s"] if sps is not None else []
+    while len(top) > 1 and len("  ".join(top + rate)) > width:
+        top.pop()
+    return "  ".join(top + rate)
 
 
 def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True, room: int | None = None,
@@ -343,7 +372,7 @@ def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True, room:
     for st in shown:
         picked = data.rank_pid == st.pid and len(strips) > 1
         lines.append(Line(label=text(fit(st.label, cols.label), "selected" if picked else "label"),
-                          body=state_cells(st.states), value=text(_strip_value(st.shares), "value"),
+                          body=state_cells(st.states), value=text(_strip_value(st, cols.value), "value"),
                           key=f"rank:{st.pid}"))
     hidden = [st for st in strips if st not in shown]
     if hidden:

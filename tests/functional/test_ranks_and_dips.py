@@ -72,6 +72,7 @@ async def test_every_rank_has_its_own_strip_where_there_is_room():
         for r in range(8):
             strip = next(t for t in lines if t.startswith(f"rank {r} "))
             assert ("W" if r == SLOW_RANK else "C") in strip[19:19 + 40], strip
+            assert strip.rstrip().endswith("0.4/s"), strip  # its steps per second, seen from outside
         assert not any("+" in t[:3] and "ranks" in t[:12] for t in lines)
         assert any(t.startswith("  all ranks") for t in lines)  # the legend, over all ranks
 
@@ -89,6 +90,9 @@ async def test_the_rank_key_cycles_and_the_stacks_and_workers_screens_follow():
         title = str(app.screen.query_one("#stacks-title").render())
         assert "all ranks' main threads" in title
         total_all = float(title.split(" · ")[-1].split("s sampled")[0])
+        # each rank's steps seen from outside (the fixture's ranks step every ~2.5 s)
+        steps = str(app.screen.query_one("#stacks-steps").render())
+        assert steps.startswith(" steps/s: r0 0.3") and f"r{SLOW_RANK} 0.3" in steps, steps
         for _ in range(SLOW_RANK + 1):
             await pilot.press("r")
         await settle(pilot)
@@ -96,6 +100,8 @@ async def test_the_rank_key_cycles_and_the_stacks_and_workers_screens_follow():
         title = str(app.screen.query_one("#stacks-title").render())
         assert title.startswith(" rank 5 main thread")
         total_5 = float(title.split(" · ")[-1].split("s sampled")[0])
+        steps = str(app.screen.query_one("#stacks-steps").render())
+        assert steps.startswith(" 0.3") and "steps/s, p50 2." in steps and ", p90 2." in steps, steps
         assert abs(total_5 * 8 - total_all) < 0.05 * total_all  # one rank's samples of eight
         table = str(app.screen.query_one("#stacks-table").render()).splitlines()
         assert "Condition.wait" in table[1] and "all_reduce" not in table[1]  # rank 5 waits for data

@@ -199,3 +199,20 @@ def test_the_tracker_times_a_step_longer_than_any_look_back():
     assert n == 6
     longest = st._RATIO ** max(hist)
     assert longest == pytest.approx(40.5, rel=0.05)
+
+
+def test_over_a_screens_window_counts_the_steps_begun_in_it():
+    # 20 steps of 0.5 s from t=0; a window [3.0, 8.0) holds the 10 that begin in it, each
+    # 0.5 s long, and the figures give 10 / 5 s = 2 steps/s; the spans before the window
+    # only put the chain in step.
+    a = spans(cycle(20, 0.1, 0.1, 0.2, 0.1))
+    n, hist, seen = st.over(a, 3.0, 8.0)
+    assert n == 10 and sum(hist.values()) == 10
+    assert abs(st.quantile(hist, 0.5) - 0.5) <= 0.5 * 0.05
+    fig = st.figures(n, hist, 5.0, 20.0, seen)
+    assert fig["steps_per_s"] == 2.0 and abs(fig["step_s_p50"] - 0.5) <= 0.025
+    assert st.short_words(fig).startswith("2.00 steps/s, p50 0.5")
+    # the same spans at 4 Hz: a 0.1-s wait is under a sampling period
+    slow = st.figures(n, hist, 5.0, 4.0, seen)
+    assert slow["steps_per_s"] is None and st.short_words(slow) == "steps too short to see at 4 Hz"
+    assert st.short_words(st.figures(0, {}, 5.0, 20.0, {})) == "no step seen"
