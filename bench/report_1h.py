@@ -7,7 +7,7 @@ respawn every 5 minutes. The advisor replays it (an hour is judged every 15 s: 2
 evaluations, docs/rules.md).
 
     python bench/report_1h.py [--minutes 60] [--keep FILE]
-    python bench/report_1h.py --against /path/to/other/checkout [--rounds 6]
+    python bench/report_1h.py --against /path/to/other/checkout [--rounds 6] [--instructions]
 
 Prints the file size, the wall and CPU time and the peak RSS of ``sattui report`` (text
 and --json), each in a fresh process. Target (issue 10): ≤ 1 s of CPU, set where the
@@ -15,6 +15,9 @@ report before the time ledger took 1.5 s. The CPU time of one run on a shared ma
 still varies by ±30 % with its neighbours' load, so ``--against`` compares this checkout
 with another one (``git worktree add /tmp/old <commit>``) side by side: ``report --json``
 of the same recording by each, alternating, ``--rounds`` times; the ratio of the medians.
+``--instructions`` adds the instructions each executes, counted by valgrind: a figure
+that does not move with the neighbours' load (instructions are not seconds, but two
+versions of the same Python code compare well by them).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -140,12 +145,29 @@ def run_measured(path: str, json_out: bool, root: str = ROOT) -> tuple[float, fl
 _CHILD_CPU = [0.0]
 
 
+def count_instructions(path: str, root: str) -> int | None:
+    """Instructions executed by ``report --json`` of the checkout at ``root``, counted by
+    valgrind (cachegrind, no cache simulation; a fixed hash seed): the same figure on
+    every run, whatever the neighbours do, where CPU seconds on a shared box vary by
+    ±30 %. None without valgrind. It runs ~20x slower than the report itself."""
+    if shutil.which("valgrind") is None:
+        return None
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+           sys.executable, "-m", "sattui", "report", "--json", path]
+    env = dict(os.environ, PYTHONPATH=root, PYTHONHASHSEED="0")
+    got = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    m = re.search(r"I\s+refs:\s+([\d,]+)", got.stderr)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--keep", help="write the recording here and keep it")
     ap.add_argument("--against", metavar="CHECKOUT", help="compare with the sattui of another checkout")
     ap.add_argument("--rounds", type=int, default=6, help="alternating runs each with --against (default 6)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="with --against: also count the instructions each executes (valgrind)")
     args = ap.parse_args()
     path = args.keep or os.path.join(tempfile.mkdtemp(prefix="sattui-bench-"), "rec_1h.jsonl")
     t0 = time.perf_counter()
@@ -168,6 +190,13 @@ def main() -> int:
               f"{mine:.2f} s, {other} {theirs:.2f} s: ratio {mine / theirs:.2f}")
         for root in (ROOT, other):
             print(f"  {root}: " + " ".join(f"{c:.2f}" for c in cpus[root]))
+        if args.instructions:
+            ir = {root: count_instructions(path, root) for root in (ROOT, other)}
+            if None in ir.values():
+                print("instructions: valgrind is not installed (apt install valgrind)")
+            else:
+                print(f"instructions (valgrind, one run each, deterministic): this checkout {ir[ROOT] / 1e9:.2f} G, "
+                      f"{other} {ir[other] / 1e9:.2f} G: ratio {ir[ROOT] / ir[other]:.3f}")
     if not args.keep:
         os.remove(path)
         os.rmdir(os.path.dirname(path))
