@@ -327,8 +327,15 @@ def classify_worker(s: ProcSample, age_s: float | None, in_loop: bool = False) -
     :data:`WORKER_START_S` that works at it (busy on a CPU, or its figures not known yet)
     and whose stack was not seen in its fetch loop before the interval its figures cover
     (``in_loop``)."""
-    cpu = min(1.0, max(0.0, s.cpu or 0.0))
-    rd = min(1.0 - cpu, max(0.0, s.run_delay or 0.0))
+    # (min/max written out as comparisons, with their results, NaN included: 20,000
+    # workers' bins an hour)
+    cpu = s.cpu or 0.0
+    cpu = cpu if cpu > 0.0 else 0.0
+    cpu = cpu if cpu < 1.0 else 1.0
+    rd = s.run_delay or 0.0
+    rd = rd if rd > 0.0 else 0.0
+    room = 1.0 - cpu
+    rd = rd if rd < room else room
     if age_s is not None and age_s < WORKER_START_S and not in_loop and (s.cpu is None or cpu + rd >= STARTING_BUSY):
         return {"starting": 1.0}
     rest = 1.0 - cpu - rd
@@ -590,8 +597,10 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
         return by_state, by_cause
     wall = total if wall_s is None else wall_s
     # the card seconds the starving states cover, at most the idle ones
-    explained = min(idle_s, wall * starving / total)
-    rest = max(0.0, idle_s - explained)
+    covered = wall * starving / total
+    explained = covered if covered < idle_s else idle_s  # min(idle_s, covered)
+    rest = idle_s - explained
+    rest = rest if rest > 0.0 else 0.0
     others = total - starving
     for st, secs in states.items():
         if st in _STARVING:
@@ -737,7 +746,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
         user_bins = rank_bins.get(user, {}) if user is not None else {}
         for b, a, z, util in _card_pieces(cs.samples[first:last], lo, hi):
             dt = z - a
-            idle = max(0.0, 1.0 - util / 100.0) * dt
+            idle = 1.0 - util / 100.0
+            idle = (idle if idle > 0.0 else 0.0) * dt
             states = cursor.states(a, z)
             got = user_bins.get(b)
             cl = job_at(b).cards.get(c)
@@ -899,10 +909,12 @@ def _card_pieces(samples: Sequence[Any], lo: float, hi: float) -> Iterable[tuple
             prev_t = s.t
             continue
         start = s.t - 0.5 if prev_t is None else prev_t
-        start, end = max(start, lo), min(s.t, hi)
+        start = lo if lo > start else start  # max(start, lo), min(s.t, hi)
+        end = hi if hi < s.t else s.t
         prev_t = s.t
         while end > start:
             b = math.floor(start / BIN_S)
-            cut = min(end, (b + 1) * BIN_S)
+            edge = (b + 1) * BIN_S
+            cut = edge if edge < end else end  # min(end, edge)
             yield b, start, cut, float(s.util)
             start = cut

@@ -313,7 +313,8 @@ def _bin_all(bins: dict[int, dict[str, float]], samples: Iterable[StackSample]) 
         end = t + dur
         while t < end:
             b = floor(t)
-            seg = min(end, b + 1.0) - t
+            edge = b + 1.0
+            seg = (end if end <= edge else edge) - t  # min(end, edge), without the call
             d = bins.get(b)
             if d is None:
                 d = bins[b] = {}
