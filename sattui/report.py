@@ -7,9 +7,12 @@ capped).
 
 from __future__ import annotations
 
+import gc
 import json
 import textwrap
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,9 +329,32 @@ class ReportBuilder:
         }
 
 
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Python's cyclic collector, told that the report's objects rarely form cycles: the
+    objects alive before it (modules, classes) frozen out of its passes, and a young
+    generation 30x the default. The report makes ~200,000 short-lived objects an hour of
+    recording, nearly all freed by reference counting; each collection walked the Timeline's
+    and the ledger's live ones (0.92x the CPU without, 15 alternating rounds; same peak RSS).
+    Memory stays bounded: the cycles there are still collected, only later."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
 def build_report(path: str) -> tuple[dict[str, Any], list[str]]:
     """The report of a recording: aggregates, plus the advisor's verdict, findings and
     efficiency from replaying it (sattui/advisor/judge.py). One pass over the file."""
+    with _few_collections():
+        return _build_report(path)
+
+
+def _build_report(path: str) -> tuple[dict[str, Any], list[str]]:
     from sattui.advisor.judge import Judge, every_s_for
 
     reader = RecordingReader(path)
