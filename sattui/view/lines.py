@@ -298,10 +298,15 @@ def _steps(data, pid: int, t0: float, sampled_s: float) -> dict[str, Any]:
 
 
 def rank_steps(data, pid: int, t0: float) -> dict[str, Any]:
-    """One trainer process's steps over ``[t0, t_end]`` (sattui/advisor/steps.py figures())."""
-    secs = state_seconds(data.stack_spans_for(pid, t0), t0, data.t_end + 1e-6)
-    secs.pop(State.STARTUP, None)
-    return _steps(data, pid, t0, sum(secs.values()))
+    """One trainer process's steps over ``[t0, t_end]`` (sattui/advisor/steps.py figures()),
+    counted again when the view has moved by 1/400 of its length (a window of an hour holds
+    72,000 spans a rank)."""
+    def compute() -> dict[str, Any]:
+        secs = state_seconds(data.stack_spans_for(pid, t0), t0, data.t_end + 1e-6)
+        secs.pop(State.STARTUP, None)
+        return _steps(data, pid, t0, sum(secs.values()))
+    length = max(data.t_end - t0, 1e-3)
+    return data.cache.get(("steps", pid, round(length, 3)), math.floor(data.t_end / (length / 400)), compute)
 
 
 def rank_strips(data, axis: Axis) -> list[RankStrip]:
