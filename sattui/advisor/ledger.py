@@ -610,22 +610,30 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
         if part <= 0:
             continue  # nothing to add: every figure below is a share of it
         by_state[st] = by_state.get(st, 0.0) + part
+        causes = split.get(st)
+        if causes is None:
+            # the rank's bin has no seconds in this state: no evidence of what they were
+            by_cause[UNKNOWN] = by_cause.get(UNKNOWN, 0.0) + part
+            continue
         lost = 0.0
-        for cause, f in split.get(st, _NO_CAUSES).items():
+        for cause, f in causes.items():
             v = part * f
             if v > 0:
                 by_cause[cause] = by_cause.get(cause, 0.0) + v
             lost += f
         v = part * (1.0 - lost) if lost < 1.0 else 0.0
         if v > 0:
-            by_cause["host_overhead_bound"] = by_cause.get("host_overhead_bound", 0.0) + v
+            # Not busy while the rank works is host overhead; while it waits but loses no
+            # time of its own (the loader shutting its workers down at the end) the card
+            # has no work either.
+            own = IDLE if st in _STARVING else "host_overhead_bound"
+            by_cause[own] = by_cause.get(own, 0.0) + v
     return by_state, by_cause
 
 
 _STARVING = frozenset(STARVING)
 _NO_COUNTS: dict[int, int] = {}
 _NO_PHASES: dict[str, dict[int, int]] = {}
-_NO_CAUSES: dict[str, float] = {}
 
 
 class _SpanCursor:

@@ -341,10 +341,15 @@ class StackBinner:
         store = self._bins.setdefault(pid, {})
         settled = math.floor(t1 - self.LAG_S)
         done = self._done.get(pid)
+        # Spans are taken by their start; the first time, also those begun before the first
+        # bin that run into it (a 1.6-s data wait from 9.4 s is most of bin 10), or the
+        # first bin holds only what began in it while the card's idle time beside it is
+        # split by the spans that cover it.
+        since = math.floor(t0) - SPAN_LOOKBACK_S if done is None else done
         if done is None:
             done = math.floor(t0)
         if settled > done:
-            _bin_all(store, timeline.window("stack", pid, done, settled))
+            _bin_all(store, timeline.window("stack", pid, since, settled))
             self._done[pid] = settled
         lo = math.floor(t0)
         if store and min(store) < lo:
@@ -423,7 +428,11 @@ class Window:
         if self.binner is not None:
             return self.binner.bins(self.timeline, pid, self.t0, self.t1)
         bins: dict[int, dict[str, float]] = {}
-        _bin_all(bins, self.timeline.window("stack", pid, self.t0, self.t1))
+        # (whole bins, as the binner keeps them: spans begun before t0 count in its bin)
+        lo = math.floor(self.t0)
+        _bin_all(bins, self.timeline.window("stack", pid, lo - SPAN_LOOKBACK_S, self.t1))
+        for b in [b for b in bins if b < lo]:
+            del bins[b]
         return bins
 
     # -- the trainer's structure -----------------------------------------------------

@@ -404,3 +404,39 @@ def test_the_books_running_window_equals_summing_its_bins():
         assert near(got.ranks[1].causes_s["worker_busy"], want.ranks[1].causes_s["worker_busy"], 1e-6)
         assert near(got.cards[0].idle_s, want.cards[0].idle_s, 1e-6)
         assert near(got.ranks[1].wall_s, 120.0, 1e-6)
+
+
+@pytest.mark.parametrize("binned", [True, False])
+def test_a_wait_begun_before_the_window_counts_in_its_first_bins(binned):
+    # 3.5-s data waits (8.0–11.5 s, …) with the card idle exactly then: the window opens at
+    # 10 s inside one. The rank's first bins must hold that wait as the card's idle time
+    # beside it does; taken by start alone they held only the forward after it, and the
+    # card's idle second fell on a state the rank's bin did not have (the io_bound demo read
+    # MEDIUM host overhead 12.8 % on CI from its first bin).
+    from sattui.advisor.window import StackBinner, Window
+
+    k = TL().main(cpu=0.05).proc(201, "worker", 0.03, state="S")
+    k.cards(dt=0.25, fn=lambda t: {"util": 100.0 if (t % 4.0) >= 3.5 - 1e-9 or (t % 4.0) < 1e-9 else 0.0})
+    k.stacks({"data_wait": 0.875, "forward": 0.125}, step=4.0)
+    # (the binner settles bins LAG_S before the window's end)
+    w = Window(k.tl, ctx(cpu_count=2), W0, W1 + StackBinner.LAG_S if binned else W1,
+               binner=StackBinner() if binned else None)
+    bins = w.stack_bins(PID)
+    assert near(bins[10]["data_wait"], 1.0, 1e-6) and near(bins[11]["data_wait"], 0.5, 1e-6)
+    assert min(bins) == 10
+    w.ledger = ledger.build(w, W0, W1)
+    cl = w.ledger.cards[0]
+    assert near(cl.by_cause_s.get("host_overhead_bound", 0.0), 0.0, 0.3), cl.by_cause_s
+    assert "unknown" not in cl.by_cause_s and near(cl.by_cause_s["worker_io_bound"], cl.idle_s, 0.3)
+    assert rl.host_overhead_bound(w, 1.0) == []
+
+
+def test_an_idle_card_while_the_loader_shuts_down_is_no_host_overhead():
+    # The workers end at 35 s and the rank waits for data until the window's end: no time
+    # lost to a cause (the run is ending), and the card's idle time then is no host
+    # overhead either: the rank gave it no work.
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.95, t0=0, t1=35).stacks({"data_wait": 0.5, "forward": 0.5})
+    k.cards(dt=0.25, fn=lambda t: {"util": 0.0 if ((t - 0.25) % 0.5) < 0.25 - 1e-9 else 100.0})
+    cl = ledger.build(k.window(ctx(cpu_count=2))).cards[0]
+    assert "host_overhead_bound" not in cl.by_cause_s, cl.by_cause_s
+    assert near(cl.by_cause_s["idle"], 0.5 * (W1 - 35), 0.3) and near(cl.by_cause_s["worker_busy"], 0.5 * 25, 0.3)
