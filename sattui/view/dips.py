@@ -52,7 +52,7 @@ CAUSE_WORDS = {
     "comm_bound": "collective (communication)",
     "host_sync_stall": "waiting for the device (host sync)",
     "host_overhead_bound": "rank computing: launch / host overhead",
-    IDLE: "main thread idle (sleeping or waiting on something unknown)",
+    IDLE: "no work from its rank (asleep, or its loader shutting down)",
     UNKNOWN: "unknown: no stacks",
     PENDING: "… (stacks not in yet)",
 }
