@@ -39,12 +39,15 @@ CASES = (
     ("160x48 playing, 1m window", 160, 48, True, 60.0, None),
     ("160x48 playing, 15m window", 160, 48, True, 900.0, None),
     ("8 cards 1h, 160x48, 1h window", 160, 48, True, 3600.0, "big"),
+    ("8 ranks 1h, 160x48, 1h window", 160, 48, True, 3600.0, "big8"),
 )
 
 
-def write_big(path: str, hours: float = 1.0, cards: int = 8) -> None:
+def write_big(path: str, hours: float = 1.0, cards: int = 8, ranks: int = 0) -> None:
     """A long, wide recording for the worst case: 8 cards at 2 Hz, 5 processes at 1 Hz,
-    main-thread spans at ~4 per second, one hour."""
+    main-thread spans at ~4 per second, one hour. With ``ranks``: a torchrun job of that
+    many ranks (rank i on card i, one DataLoader worker each), each with its own spans at
+    ~4 per second and a step (a return from the DataLoader into forward) every half second."""
     import random
 
     rng = random.Random(1)
@@ -58,7 +61,16 @@ def write_big(path: str, hours: float = 1.0, cards: int = 8) -> None:
         f.write(json.dumps(hdr) + "\n")
         t = 0.0
         chunk_t = 0.0
-        samples = []
+        procs: list[tuple[int, int, str, int | None]]
+        if ranks:
+            procs = [(1000, 1, "other", None)]
+            procs += [(1001 + r, 1000, "rank", r) for r in range(ranks)]
+            procs += [(1101 + r, 1001 + r, "worker", r) for r in range(ranks)]
+            mains = [1001 + r for r in range(ranks)]
+        else:
+            procs = [(1000, 1, "main", None)] + [(1001 + i, 1000, "worker", None) for i in range(4)]
+            mains = [1000]
+        samples: dict[int, list[list]] = {pid: [] for pid in mains}
         while t < dur:
             t = round(t + 0.5, 3)
             for c in range(cards):
@@ -66,19 +78,21 @@ def write_big(path: str, hours: float = 1.0, cards: int = 8) -> None:
                                     "sm_active": 70.0, "mem_used": 2 ** 36, "mem_total": 150 * 2 ** 30,
                                     "power_w": 500.0, "temp_c": 70.0, "clock_reasons": 4}) + "\n")
             if t == int(t):
-                for pid, role in ((1000, "main"), (1001, "worker"), (1002, "worker"), (1003, "worker"),
-                                  (1004, "worker")):
-                    f.write(json.dumps({"kind": "proc", "t": t, "pid": pid, "ppid": 1, "role": role, "rank": None,
+                for pid, ppid, role, rank in procs:
+                    f.write(json.dumps({"kind": "proc", "t": t, "pid": pid, "ppid": ppid, "role": role, "rank": rank,
                                         "name": "python", "cpu": rng.random(), "state": "R", "rss": 2 ** 30,
                                         "read_Bps": 1e7, "write_Bps": 0.0}) + "\n")
-            samples.append([t - 0.5, 0.25, 1000, 0, "data_wait"])
-            samples.append([t - 0.25, 0.25, 1000, 1, "forward"])
+            for pid in mains:
+                samples[pid].append([t - 0.5, 0.25, pid, 0, "data_wait"])
+                samples[pid].append([t - 0.25, 0.25, pid, 1, "forward"])
             if t - chunk_t >= 5:
-                f.write(json.dumps({"kind": "stacks", "t": chunk_t, "t_end": t, "pid": 1000, "rate_hz": 20.0,
-                                    "errors": 0, "threads": {"1000": "MainThread"},
-                                    "frames": [["get", "queue.py", 180], ["forward", "model.py", 10]],
-                                    "stacks": [[0], [1]], "samples": samples}) + "\n")
-                chunk_t, samples = t, []
+                for pid in mains:
+                    f.write(json.dumps({"kind": "stacks", "t": chunk_t, "t_end": t, "pid": pid, "rate_hz": 20.0,
+                                        "errors": 0, "threads": {str(pid): "MainThread"},
+                                        "frames": [["get", "queue.py", 180], ["__next__", "dataloader.py", 733],
+                                                   ["forward", "model.py", 10], ["train", "train.py", 40]],
+                                        "stacks": [[0, 1, 3], [2, 3]], "samples": samples[pid]}) + "\n")
+                chunk_t, samples = t, {pid: [] for pid in mains}
 
 
 def child(out: str, seconds: float, play: bool, window_s: float, recording: str) -> None:
@@ -151,17 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':<30} {'first frame':>12} {'own CPU':>10} {'redraws':>8}")
     worst_frame = worst_cpu = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        big = os.path.join(tmp, "big.jsonl")
         for name, cols, rows, play, window, rec in CASES:
-            if rec == "big" and not os.path.exists(big):
-                write_big(big)
-            r = run_case(cols, rows, play, window, args.seconds, big if rec == "big" else str(FIXTURE))
+            path = str(FIXTURE)
+            if rec is not None:
+                path = os.path.join(tmp, f"{rec}.jsonl")
+                if not os.path.exists(path):
+                    write_big(path, ranks=8 if rec == "big8" else 0)
+            r = run_case(cols, rows, play, window, args.seconds, path)
             if not r:
                 print(f"{name:<30} failed")
                 return 1
             note = ""
-            if rec == "big":
-                note = f"  (first frame includes loading a {os.path.getsize(big) / 1e6:.0f} MB recording)"
+            if rec is not None:
+                note = f"  (first frame includes loading a {os.path.getsize(path) / 1e6:.0f} MB recording)"
             else:
                 worst_frame = max(worst_frame, r["first_frame_s"])
             worst_cpu = max(worst_cpu, r["cpu_pct"])

@@ -177,10 +177,15 @@ def over(spans: Sequence[Any], lo: float, hi: float) -> Bin:
     """The steps begun in ``[lo, hi)``, the histogram of their lengths and each phase's
     sightings ended there (a screen's window: :func:`figures` reads them); ``spans``
     should start well before ``lo``, as for :func:`by_bin`."""
+    return merged(by_bin(spans, lo, hi, max(hi - lo, 1e-6)).values())
+
+
+def merged(parts: Iterable[Bin]) -> Bin:
+    """Several stretches' counts as one."""
     steps = 0
     hist: dict[int, int] = {}
     seen: dict[str, dict[int, int]] = {}
-    for n, h, phases in by_bin(spans, lo, hi, max(hi - lo, 1e-6)).values():
+    for n, h, phases in parts:
         steps += n
         for k, c in h.items():
             hist[k] = hist.get(k, 0) + c

@@ -130,3 +130,38 @@ def test_headless_parts_do_not_import_textual():
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_seconds_per_bucket_is_each_spans_overlap_with_each_bucket():
+    # The one-bucket shortcut gives exactly the sums of the plain overlap of every span
+    # with every bucket, spans before, across and after the axis, one-sample spans included.
+    import math
+    import random
+
+    from sattui.view.binning import seconds_per_bucket
+
+    def plain(spans, axis):
+        acc = [None] * axis.n
+        for t, dur, st in spans:
+            if st is None:
+                continue
+            a, b = t, t + max(dur, 1e-3)
+            for k in range(max(0, math.floor((a - axis.t0) / axis.bw)),
+                           min(axis.n - 1, math.ceil((b - axis.t0) / axis.bw) - 1) + 1):
+                ov = min(b, axis.t0 + (k + 1) * axis.bw) - max(a, axis.t0 + k * axis.bw)
+                if ov > 0:
+                    d = acc[k] = acc[k] or {}
+                    d[st] = d.get(st, 0.0) + ov
+        return acc
+
+    rnd = random.Random(1)
+    for _ in range(1000):
+        n, bw = rnd.randint(1, 150), rnd.choice([0.1, 0.37, 1.4, 35.97])
+        t0 = rnd.uniform(-50, 3000)
+        axis = Axis(t0, t0 + n * bw, n)
+        spans, t = [], t0 - rnd.uniform(0, 20)
+        for _ in range(rnd.randint(0, 300)):
+            d = rnd.choice([0.0, 0.0005, 0.05, 0.3, 1.2, bw, 3 * bw])
+            spans.append((t, d, rnd.choice(["data_wait", "forward", None])))
+            t += rnd.choice([d, d + 0.01, 0.0])
+        assert seconds_per_bucket(spans, axis) == plain(spans, axis)

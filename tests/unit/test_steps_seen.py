@@ -216,3 +216,36 @@ def test_over_a_screens_window_counts_the_steps_begun_in_it():
     slow = st.figures(n, hist, 5.0, 4.0, seen)
     assert slow["steps_per_s"] is None and st.short_words(slow) == "steps too short to see at 4 Hz"
     assert st.short_words(st.figures(0, {}, 5.0, 20.0, {})) == "no step seen"
+
+
+def test_a_long_windows_steps_counted_in_kept_blocks_are_what_one_pass_counts():
+    # A screen's window of half an hour: its settled blocks are counted once and kept,
+    # and the sum is what one pass over the window counts (steps, lengths, sightings), at
+    # any window start and end, holes and unknown states included.
+    import random
+    from types import SimpleNamespace
+
+    from sattui.timeline import Timeline
+    from sattui.view import lines
+    from sattui.view.binning import BinCache
+
+    rnd = random.Random(11)
+    seq: list[tuple[str | None, float]] = []
+    for _ in range(9000):
+        seq.append((rnd.choice(["data_wait", "forward", "backward", "optimizer", "other", None]),
+                    rnd.choice([0.05, 0.1, 0.3, 0.6, 1.5])))
+    tl = Timeline(history_s=10_000)
+    t = 0.0
+    for s in spans(seq):
+        t = s.t + (2.0 if rnd.random() < 0.01 else 0.0)  # now and then a hole
+        tl.add("stack", PID, t, StackSample(t, s.dur, PID, PID, "MainThread", True, s.frames, state=s.state))
+    cache = BinCache()
+    for t_end, length in ((1700.0, 1500.0), (1713.3, 900.0), (1300.7, 1200.5), (1713.3, 900.0), (400.0, 100.0)):
+        data = SimpleNamespace(t_end=t_end, timeline=tl, cache=cache,
+                               window=lambda kind, key, t0, t_end=t_end: tl.window(kind, key, t0, t_end + 1e-6))
+        lo = t_end - length
+        want = st.over(tl.window("stack", PID, lo - lines.STEP_LOOK_S, t_end + 1e-6), lo, t_end + 1e-6)
+        assert lines._steps_over(data, PID, lo, t_end + 1e-6) == want
+        assert want[0] > 20
+    blocks = cache.get(("step-blocks", PID), None, dict)
+    assert len(blocks) >= 10  # kept, not counted afresh
