@@ -232,10 +232,20 @@ class CardLedger:
     idle_s: float = 0.0
     by_state_s: dict[str, float] = field(default_factory=dict)
     by_cause_s: dict[str, float] = field(default_factory=dict)
+    # Per second: the card's idle share (its rank's state known) beyond the rank's share
+    # of time in STARVING states, as sums weighted by the card's seconds (Σw, Σw·x,
+    # Σw·x²): how much that gap swings from second to second (rules_ledger's
+    # ``_gap_error``), which a sampler starved of CPU makes far wider than its rate says.
+    gap_w: float = 0.0
+    gap_wx: float = 0.0
+    gap_wxx: float = 0.0
 
     def merge(self, o: CardLedger, sign: float = 1.0) -> None:
         self.wall_s += sign * o.wall_s
         self.idle_s += sign * o.idle_s
+        self.gap_w += sign * o.gap_w
+        self.gap_wx += sign * o.gap_wx
+        self.gap_wxx += sign * o.gap_wxx
         self.pid = o.pid if o.pid is not None else self.pid
         self.rank = o.rank if o.rank is not None else self.rank
         _merge(self.by_state_s, o.by_state_s, sign)
@@ -764,6 +774,16 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             cl.wall_s += dt
             cl.idle_s += idle
             card_piece_causes(idle, states, got, dt, cl.by_state_s, cl.by_cause_s)
+    for job in out.values():
+        for cl in job.cards.values():
+            r = job.ranks.get(cl.pid) if cl.pid is not None else None
+            if r is None or r.wall_s <= 0 or cl.wall_s <= 0:
+                continue
+            x = ((cl.idle_s - cl.by_cause_s.get(UNKNOWN, 0.0)) / cl.wall_s
+                 - sum(r.states_s.get(st, 0.0) for st in STARVING) / r.wall_s)
+            cl.gap_w += cl.wall_s
+            cl.gap_wx += cl.wall_s * x
+            cl.gap_wxx += cl.wall_s * x * x
     return out
 
 

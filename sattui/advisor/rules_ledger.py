@@ -444,7 +444,7 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     ev: dict[str, object] = {}
     beyond = _idle_beyond_waits(job)
     if beyond is not None:
-        error = _wait_share_error(job, w.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ)
+        error = max(_wait_share_error(job, w.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ), _gap_error(job))
         if beyond < d:
             # Each second's split rests on a few stack sightings, whose noise alone leaves
             # idle time beside compute sightings; over the window they add up to the rank's
@@ -460,6 +460,22 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     return _finding("host_overhead_bound", job, d, f"the cards idle {pct(d)} of the time while the host runs "
                     "forward/backward/optimizer: the host cannot feed them work fast enough", ev, FIX_OVERHEAD,
                     relax, shown_from=OVERHEAD_SHOWN_FROM)
+
+
+def _gap_error(job: JobLedger) -> float:
+    """The standard error of the cards' idle share beyond their ranks' waiting share, from
+    how it varies second by second (a paired comparison: each second's card idle time
+    against its rank's sightings). A py-spy starved of CPU stretches the sightings it
+    took before each pause, most of all while the trainer computes (the io_bound demo on a
+    loaded 2-core box: a rank sighted computing 57 % of a second in which its card, busy
+    exactly while it computes, idled 88 %); the binomial error at the nominal rate does
+    not see that, the spread of the seconds does."""
+    w = sum(c.gap_w for c in job.cards.values())
+    if w < 3.0:
+        return 0.0
+    mean = sum(c.gap_wx for c in job.cards.values()) / w
+    var = sum(c.gap_wxx for c in job.cards.values()) / w - mean * mean
+    return math.sqrt(var / (w - 1.0)) if var > 0 else 0.0
 
 
 def _attributed_idle_share(job: JobLedger) -> float:

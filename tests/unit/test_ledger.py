@@ -440,3 +440,25 @@ def test_an_idle_card_while_the_loader_shuts_down_is_no_host_overhead():
     cl = ledger.build(k.window(ctx(cpu_count=2))).cards[0]
     assert "host_overhead_bound" not in cl.by_cause_s, cl.by_cause_s
     assert near(cl.by_cause_s["idle"], 0.5 * (W1 - 35), 0.3) and near(cl.by_cause_s["worker_busy"], 0.5 * 25, 0.3)
+
+
+def test_idle_beyond_the_waits_that_swings_second_by_second_is_not_host_overhead():
+    # The card idles a steady 80 %; its rank is sighted waiting 95 % of one second and 35 %
+    # of the next (a py-spy starved of CPU stretches the sightings it took before each
+    # pause). Over the window the card idles 15 points beyond the waits, well past the
+    # binomial error at 10 Hz (±2.8 points), but second by second the gap swings by ±30
+    # points: its standard error over 30 s is ~5.6, and 15 is within two of it. The same
+    # 15 points every second are host overhead.
+    def found(swing: float) -> list:
+        k = TL().main(cpu=0.05).proc(201, "worker", 0.03, state="S").cards(util=20.0)
+        for s in range(60):
+            wait = 0.65 + (swing if s % 2 == 0 else -swing)
+            k.stacks({"data_wait": wait, "forward": 1.0 - wait}, t0=s, t1=s + 1, step=1.0)
+        w = k.window(ctx(stack_rate_hz=10.0))
+        w.ledger = ledger.build(w)
+        assert near(rl._idle_beyond_waits(w.ledger), 0.15, 0.01)
+        return rl.host_overhead_bound(w, 1.0)
+
+    assert found(0.30) == []
+    (f,) = found(0.0)
+    assert near(f.impact, 0.15, 0.01)
