@@ -150,6 +150,11 @@ class RankLedger:
     def lost_s(self) -> float:
         return sum(self.causes_s.values())
 
+    @property
+    def starving_s(self) -> float:
+        """Seconds in states that give the rank's card no work (STARVING)."""
+        return sum(self.states_s.get(st, 0.0) for st in STARVING)
+
     def share(self, cause: str) -> float:
         return self.causes_s.get(cause, 0.0) / self.wall_s if self.wall_s > 0 else 0.0
 
@@ -250,6 +255,11 @@ class CardLedger:
         self.rank = o.rank if o.rank is not None else self.rank
         _merge(self.by_state_s, o.by_state_s, sign)
         _merge(self.by_cause_s, o.by_cause_s, sign)
+
+    @property
+    def known_idle_s(self) -> float:
+        """Not-busy seconds with the rank's state known (no-stacks time left out)."""
+        return self.idle_s - self.by_cause_s.get(UNKNOWN, 0.0)
 
     @property
     def idle_share(self) -> float | None:
@@ -779,8 +789,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             r = job.ranks.get(cl.pid) if cl.pid is not None else None
             if r is None or r.wall_s <= 0 or cl.wall_s <= 0:
                 continue
-            x = ((cl.idle_s - cl.by_cause_s.get(UNKNOWN, 0.0)) / cl.wall_s
-                 - sum(r.states_s.get(st, 0.0) for st in STARVING) / r.wall_s)
+            x = cl.known_idle_s / cl.wall_s - r.starving_s / r.wall_s
             cl.gap_w += cl.wall_s
             cl.gap_wx += cl.wall_s * x
             cl.gap_wxx += cl.wall_s * x * x

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from sattui.advisor.base import Finding, pct, severity_for
-from sattui.advisor.ledger import IDLE, STARVING, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
+from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
 from sattui.advisor.window import DEFAULT_STACK_RATE_HZ, Window
@@ -481,14 +481,14 @@ def _gap_error(job: JobLedger) -> float:
 def _attributed_idle_share(job: JobLedger) -> float:
     """The cards' not-busy share of their time with the rank's state known (no-stacks time left out)."""
     wall = sum(c.wall_s for c in job.cards.values())
-    idle = sum(c.idle_s - c.by_cause_s.get(UNKNOWN, 0.0) for c in job.cards.values())
+    idle = sum(c.known_idle_s for c in job.cards.values())
     return idle / wall if wall > 0 else 0.0
 
 
 def _rank_wait_share(job: JobLedger) -> float:
     """The ranks' mean share of their time in states that give their cards no work."""
     ranks = [r for r in job.ranks.values() if r.wall_s > 0]
-    return sum(sum(r.states_s.get(st, 0.0) for st in STARVING) / r.wall_s for r in ranks) / len(ranks) if ranks \
+    return sum(r.starving_s / r.wall_s for r in ranks) / len(ranks) if ranks \
         else 0.0
 
 

@@ -325,8 +325,7 @@ def _steps_over(data, pid: int, lo: float, hi: float) -> step_seen.Bin:
             a, z = b * STEP_BLOCK_S, (b + 1) * STEP_BLOCK_S
             got = blocks[b] = counted(a, z, z + STEP_LOOK_S)
         parts.append(got)
-    parts.append(step_seen.over(tl.window("stack", pid, b1 * STEP_BLOCK_S - STEP_LOOK_S, data.t_end + 1e-6),
-                                b1 * STEP_BLOCK_S, hi))
+    parts.append(counted(b1 * STEP_BLOCK_S, hi, data.t_end + 1e-6))
     return step_seen.merged(parts)
 
 
