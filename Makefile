@@ -6,7 +6,8 @@
 # Both create .venv, install the pinned CPU torch (the example trainer and the tests
 # need it; sattui itself never imports it) and sattui with its test extra. That runs
 # once: the stamp below is newer than pyproject.toml and this file until either
-# changes, so a second `make test` starts the tests at once.
+# changes, so a second `make test` starts the tests at once. `make test` also installs
+# the Debian packages its tests run for real (prometheus, tmux) where they are missing.
 #
 # People who add sattui to their own training environment do not need any of this:
 # `pip install .` there (README, "Install").
@@ -26,13 +27,19 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sattui-installed
 
-.PHONY: demo test setup lint
+.PHONY: demo test test-tools setup lint
 
 demo: $(STAMP)
 	$(BIN)/sattui demo
 
-test: $(STAMP)
+test: $(STAMP) test-tools
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Debian's prometheus (with promtool) and tmux, which the tests run for real: installed
+# where missing when we are root with apt-get, otherwise one line says what to install
+# (scripts/test_tools.sh). $(SHELL), not `sh`: it runs whatever PATH holds.
+test-tools:
+	@$(SHELL) scripts/test_tools.sh
 
 setup: $(STAMP)
 

@@ -1,4 +1,4 @@
-"""A real Prometheus server for tests (Debian's ``prometheus`` package; ``.ci/run``
+"""A real Prometheus server for tests (Debian's ``prometheus`` package; ``make test``
 installs it): started on 127.0.0.1 with a generated config (1 s scrape) and a temporary
 data directory, stopped at the end. Also ``promtool`` and small helpers: a free port, a
 static file served as an exporter (a captured dcgm-exporter page)."""
@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-INSTALL = "install Debian's prometheus package (apt-get install -y prometheus; .ci/run does)"
+INSTALL = "install Debian's prometheus package (apt-get install -y prometheus; `make test` does)"
 
 
 def require(tool: str) -> str:
