@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from tests.e2e.conftest import REPO, _have_torch, run_sattui
 
 pytestmark = pytest.mark.e2e
 PY = shlex.quote(sys.executable)
+COMPUTE = ("forward", "backward", "optimizer")
 
 
 @pytest.fixture(autouse=True)
@@ -58,12 +60,46 @@ def _report(path: Path) -> dict:
     return json.loads(r.stdout)
 
 
+def _printed_pids(text: str) -> list[int]:
+    """The pids the demo trainers print of themselves: the truth sattui's pick is held to."""
+    return [int(m) for m in re.findall(r"^(?:trainer|ddp rank \d+/\d+) pid (\d+)", text, re.M)]
+
+
+def _pid_states(recs: list[dict]) -> dict[int, dict[str, float]]:
+    """Each sampled pid's main-thread state shares (startup left out, as the report does):
+    the report sums every sampled main thread into one trainer.states."""
+    secs: dict[int, dict[str, float]] = {}
+    for r in recs:
+        if r["kind"] == "stacks":
+            for _t, dur, tid, _si, state in r["samples"]:
+                if tid == r["pid"] and state not in (None, "startup"):
+                    d = secs.setdefault(r["pid"], {})
+                    d[state] = d.get(state, 0.0) + dur
+    return {pid: {k: v / sum(d.values()) for k, v in d.items()} for pid, d in secs.items()}
+
+
+def _compute_bound(states: dict[str, float]) -> None:
+    """The compute_bound demo: a large MLP on cheap data computes nearly all the time.
+    Which of forward and backward leads varies run to run (it was 0.35/0.48 and 0.38/0.37)."""
+    assert max(states, key=states.get) in COMPUTE, states
+    assert sum(states.get(k, 0.0) for k in COMPUTE) >= 0.6, states
+    assert states.get("data_wait", 0.0) <= 0.10, states
+
+
+def _input_bound(states: dict[str, float]) -> None:
+    """The input_bound demo: its one worker busy-loops ~1 ms an item, 64 a batch; the main
+    thread waits for it in next(loader) most of the time."""
+    assert max(states, key=states.get) == "data_wait", states
+    assert states["data_wait"] >= 0.5, states
+
+
 def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path):
     out = tmp_path / "shell.jsonl"
     script = tmp_path / "train.sh"
     # The wrapper waits, then trains, then does something else: the usual train.sh.
-    script.write_text(f"sleep 2\n{PY} -m sattui.demo.trainer --scenario input_bound --seconds 14 >/dev/null\n"
-                      "echo done >/dev/null\n")
+    said = tmp_path / "trainer.out"  # the trainer prints its own pid there
+    script.write_text(f"sleep 2\n{PY} -m sattui.demo.trainer --scenario input_bound --seconds 14 "
+                      f">{shlex.quote(str(said))}\necho done >/dev/null\n")
     r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", str(script), timeout=240)
     assert r.returncode == 0, r.stderr
     assert "is not a Python process: looking below it for the trainer" in r.stderr
@@ -73,6 +109,7 @@ def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path
     assert len(found) == 1, found
     f = found[0]
     trainer = f["pid"]
+    assert _printed_pids(said.read_text()) == [trainer], (said.read_text(), found)
     assert f["under"] == header["pid"] and "libtorch" in f["reason"] and f["t"] >= 1.5
     assert f"trainer: pid {trainer} (python" in r.stderr and f"found under bash pid {header['pid']}" in r.stderr
     assert _stack_pids(recs) == {trainer}
@@ -83,17 +120,17 @@ def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path
     workers = {r["pid"] for r in recs if r["kind"] == "proc" and r["ppid"] == trainer and r["name"] == "pt_data_worker"}
     assert workers and all(roles[w] == {"worker"} for w in workers)
     rep = _report(out)
-    assert rep["trainer"]["found"][0]["pid"] == trainer
-    states = rep["trainer"]["states"]
-    assert max(states, key=states.get) == "data_wait", states  # the input-bound demo waits for its worker
+    assert [x["pid"] for x in rep["trainer"]["found"]] == [trainer]
+    _input_bound(rep["trainer"]["states"])  # the trainer's states, not bash's
     text = run_sattui("report", str(out)).stdout
     assert f"found under bash pid {header['pid']}: libtorch" in text
 
 
 def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
     """The issue's case: `sattui --pid <the wrapper>` of a `bash -c 'python train.py; …'`."""
+    said = tmp_path / "trainer.out"  # the trainer prints its own pid there
     wrapper = subprocess.Popen(["bash", "-c", f"{PY} -m sattui.demo.trainer --scenario compute_bound --seconds 40 "
-                                              ">/dev/null; true"], cwd=REPO, start_new_session=True)
+                                              f">{shlex.quote(str(said))}; true"], cwd=REPO, start_new_session=True)
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end and not psutil.Process(wrapper.pid).children():
@@ -103,9 +140,13 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
         assert r.returncode == 0, r.stderr
         header, recs = _records(out)
         trainer = psutil.Process(wrapper.pid).children()[0].pid
+        assert _printed_pids(said.read_text()) == [trainer], said.read_text()
         assert [f["pid"] for f in _found(recs)] == [trainer]
         assert _stack_pids(recs) == {trainer}
         assert not [x for x in recs if x["kind"] == "event" and x["type"] == "not_python"]
+        rep = _report(out)
+        assert rep["trainer"]["pid"] == wrapper.pid and [x["pid"] for x in rep["trainer"]["found"]] == [trainer]
+        _compute_bound(rep["trainer"]["states"])
         assert wrapper.poll() is None  # sattui never touched the job it was given
     finally:
         for p in psutil.Process(wrapper.pid).children(recursive=True):
@@ -122,8 +163,12 @@ def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     header, recs = _records(out)
     found = _found(recs)
     assert [f["pid"] for f in found] == [header["pid"]] and "exec'd it" in found[0]["reason"]
+    # the trainer's stdout is sattui's: it says its pid is the shell's, which it replaced
+    assert _printed_pids(r.stdout) == [header["pid"]], r.stdout
     assert _stack_pids(recs) == {header["pid"]}
-    assert _report(out)["trainer"]["states"]
+    rep = _report(out)
+    assert [x["pid"] for x in rep["trainer"]["found"]] == [header["pid"]]
+    _compute_bound(rep["trainer"]["states"])
 
 
 def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
@@ -144,8 +189,23 @@ def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
     assert all(roles[p] == {"rank"} for p in ranks)
     agent = next(r["pid"] for r in recs if r["kind"] == "proc" and r["ppid"] == header["pid"])
     assert roles[agent] == {"other"}  # torchrun's agent: a launcher, passed through
+    # each rank prints "ddp rank R/2 pid P" to sattui's stdout: the found rank numbers match the pids
+    said = {int(m[0]): int(m[1]) for m in re.findall(r"^ddp rank (\d+)/2 pid (\d+)", r.stdout, re.M)}
+    assert {rank: pid for rank, pid, _ in found} == said, (found, r.stdout)
+    assert {r["pid"] for r in recs if r["kind"] == "proc" and r["ppid"] == agent} >= ranks  # the agent's children
     rep = _report(out)
-    assert sorted(f["rank"] for f in rep["trainer"]["found"]) == [0, 1]
+    assert sorted((f["rank"], f["pid"]) for f in rep["trainer"]["found"]) == sorted(said.items())
+    # No DataLoader; rank 0 waits in all_reduce for rank 1, which sleeps 0.02 s a step
+    # before its all_reduce. On 2 shared cores the gloo all_reduces of both ranks are slow
+    # too (rank 1 read collective 0.79, idle 0.18 in one run), so rank 1's sleep shows as
+    # idle that rank 0 does not have, not as its leading state.
+    states = rep["trainer"]["states"]
+    assert max(states, key=states.get) == "collective" and "data_wait" not in states, states
+    per = _pid_states(recs)
+    r0, r1 = per[said[0]], per[said[1]]
+    assert max(r0, key=r0.get) == "collective", per
+    assert max(r1, key=r1.get) in ("collective", "idle"), per
+    assert r1.get("idle", 0.0) > r0.get("idle", 0.0), per
 
 
 @pytest.mark.skipif(importlib.util.find_spec("accelerate") is None,
@@ -164,5 +224,8 @@ def test_accelerate_launch_single_process(tmp_path):
     assert len(found) == 1 and "libtorch" in found[0]["reason"], found
     trainer = found[0]["pid"]
     assert trainer != header["pid"]  # accelerate's own process imports torch too: it is passed through
+    assert _printed_pids(r.stdout) == [trainer], r.stdout  # the script's own "trainer pid N"
     assert _stack_pids(recs) == {trainer}
-    assert _report(out)["trainer"]["states"]
+    rep = _report(out)
+    assert [x["pid"] for x in rep["trainer"]["found"]] == [trainer]
+    _input_bound(rep["trainer"]["states"])
