@@ -27,6 +27,16 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reas
 SECRET = "sattui-e2e-" + secrets.token_hex(12)
 
 
+def _launcher(name: str) -> str | None:
+    """A console script of the test environment: the interpreter's own bin first (under
+    `make test` .venv/bin is not on PATH), then PATH."""
+    own = Path(sys.executable).parent / name
+    return str(own) if own.exists() else shutil.which(name)
+
+
+TORCHRUN = _launcher("torchrun")
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.update({
@@ -217,9 +227,10 @@ def test_fake_torchrun_ranks_and_their_workers() -> None:
         w.kill_all(p)
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun")
+@pytest.mark.skipif(TORCHRUN is None, reason="needs torchrun (it comes with torch: pip install torch==2.13.0)")
 def test_real_torchrun_ranks() -> None:
-    p = subprocess.Popen(["torchrun", "--standalone", "--nproc-per-node", "2",
+    assert TORCHRUN is not None
+    p = subprocess.Popen([TORCHRUN, "--standalone", "--nproc-per-node", "2",
                           str(FIXTURES / "sleep_rank.py"), "6"], cwd=ROOT, env=_env(),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     w = Watch(p.pid)
