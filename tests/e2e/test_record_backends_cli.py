@@ -73,6 +73,9 @@ XPU_STATS = FIX / "intel" / "xpu-smi-stats-d0_blank-fields.txt"
 # at ~99.5 % from XPU Manager's README (each .source.md says where).
 NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
 XPU_DUMP_BUSY = FIX / "intel" / "xpumcli-dump-d0-m0123_flex170-0x56c0_busy.csv"
+# DERIVED, not a capture: the guide's idle stats table with its utilization cells made 73
+# (no busy stats table is public; its .source.md says what was edited).
+XPU_STATS_BUSY = FIX / "intel" / "xpu-smi-stats-d0_busy-util73_DERIVED.txt"
 
 GARBAGE = "\x00\x01 totally not a table {[ ]\n"
 NVML_FAULTS_DURATION = 7  # room for a late pynvml import on a loaded box (the shim clock starts then)
@@ -142,6 +145,13 @@ def _xpu_smi_intel_busy(d: Path, mp: pytest.MonkeyPatch) -> None:
     install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
         "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
         "stats -d 0": "", "dump -d 0": XPU_DUMP_BUSY})
+
+
+def _xpu_smi_intel_busy_stats(d: Path, mp: pytest.MonkeyPatch) -> None:
+    # The stats view (the backend's first choice) of a busy card: DERIVED, see XPU_STATS_BUSY.
+    install_tool(d, mp, "xpu-smi", stdout_text="", by_args={
+        "-v": XPU_SMI_VERSION, "discovery -j": XPU_DISCOVERY_J, "discovery -d 0": XPU_DISCOVERY_D,
+        "stats -d 0": XPU_STATS_BUSY})
 
 
 def _brsmi(d: Path, mp: pytest.MonkeyPatch) -> None:
@@ -261,6 +271,7 @@ VENDORS: dict[str, tuple[str, Callable[[Path, pytest.MonkeyPatch], None]]] = {
     "mthreads": ("mthreads", _gmi(GMI_S5000)),
     "intel": ("intel", _xpu_smi_intel),
     "intel-busy": ("intel", _xpu_smi_intel_busy),
+    "intel-busy-stats": ("intel", _xpu_smi_intel_busy_stats),
     "biren": ("biren", _brsmi),
 }
 
@@ -481,6 +492,13 @@ EXPECTED: dict[str, tuple[list[tuple[int, str, str | None, int | None]], dict[in
         [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
         {0: dict(util=99.65, power_w=119.24, sm_clock_mhz=1700.0, temp_c=51.0, mem_used=None,
                  mem_total=32768 * MiB)},
+    ),
+    # DERIVED stats table: "Average % utilization of | 73" (edited from the guide's "0"); the
+    # rest as "intel" above (15 W, 2050 MHz, 41 C, 24 MiB, bandwidth blank).
+    "intel-busy-stats": (
+        [(0, "intel", "Intel(R) Graphics [0x020a]", 32768 * MiB)],
+        {0: dict(util=73.0, power_w=15.0, sm_clock_mhz=2050.0, temp_c=41.0, mem_used=24 * MiB,
+                 mem_total=32768 * MiB, dram_active=None)},
     ),
     # SYNTHETIC brsmi table (tests/unit/test_vendor_biren.py): "|   0  BR104P  N/A  |",
     # "| N/A   45C   P0   120W / 300W  |   2048MiB / 32768MiB |     35%   Default |";

@@ -81,6 +81,36 @@ def test_stats_table_with_blank_fields(tmp_path, monkeypatch):
     assert b.version == "1.2.39.20240716"
 
 
+STATS_BUSY = FIX / "xpu-smi-stats-d0_busy-util73_DERIVED.txt"
+
+
+def test_stats_of_a_busy_card_derived(tmp_path, monkeypatch):
+    # DERIVED (not a capture): no public xpu-smi/xpumcli stats table with a non-zero
+    # utilization was found (docs/testing.md, "Busy cards"). The real idle table above with
+    # its two utilization cells made 73 (the .source.md says which); every other line is real.
+    real, busy = STATS.read_text().splitlines(), STATS_BUSY.read_text().splitlines()
+    assert [(a, b) for a, b in zip(real, busy) if a != b] == [
+        ("| Average % utilization of    | 0                                                                  |",
+         "| Average % utilization of    | 73                                                                 |"),
+        ("| Compute Engine Util (%)     | 0; Engine 0: 0                                                     |",
+         "| Compute Engine Util (%)     | 73; Engine 0: 73                                                   |")]
+    assert len(real) == len(busy)
+    tool = _intel(tmp_path, monkeypatch, **{"stats -d 0": STATS_BUSY})
+    b = IntelBackend()
+    b.discover()
+    (s,) = b.sample()
+    assert b.mode == "stats"  # read from stats, no dump call
+    assert calls(tool)[-1] == ["stats", "-d", "0"]
+    assert not any(c[0] == "dump" for c in calls(tool))
+    assert s.util == 73.0  # "Average % utilization of | 73" (wrapping onto "all GPU Engines")
+    # The unedited rows: "GPU Power (W) | 15", "GPU Frequency (MHz) | 2050",
+    # "GPU Core Temperature (C) | 41", "GPU Memory Used (MiB) | 24", "GPU Memory Bandwidth (%)" blank.
+    assert (s.power_w, s.sm_clock_mhz, s.temp_c, s.mem_used) == (15.0, 2050.0, 41.0, 24 * MiB)
+    assert s.dram_active is None
+    b.sample()
+    assert calls(tool)[-1] == ["stats", "-d", "0"]  # stays on stats
+
+
 def test_dump_csv_when_stats_layout_is_unknown(tmp_path, monkeypatch):
     # stats prints nothing parseable (here: nothing at all); dump's CSV is read instead.
     tool = _intel(tmp_path, monkeypatch, **{"stats -d 0": "", "dump -d 0": DUMP})
@@ -241,7 +271,8 @@ def test_stats_that_parsed_once_then_changes_is_an_error(tmp_path, monkeypatch):
 # -- parsers never raise anything but ParseError -------------------------------------------
 
 PARSERS = [parse_xpu_discovery_json, parse_xpu_discovery_detail, parse_xpu_stats, parse_xpu_dump_csv]
-TEXTS = [f.read_text(encoding="utf-8") for f in (DISCOVERY_J, DISCOVERY_D, STATS, DUMP, DUMP_BUSY, DUMP_NA, KUNLUN)]
+TEXTS = [f.read_text(encoding="utf-8") for f in (DISCOVERY_J, DISCOVERY_D, STATS, STATS_BUSY, DUMP, DUMP_BUSY, DUMP_NA,
+                                                   KUNLUN)]
 
 
 def _only_parse_errors(fn, text):
