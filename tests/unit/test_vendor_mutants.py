@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from sattui.vendors.ascend import AscendBackend
+from sattui.vendors.base import ParseError
 from sattui.vendors.box_table import split_paren
 from sattui.vendors.cambricon import CambriconBackend, parse_cnmon
 from sattui.vendors.kunlun import KunlunBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import amd_value
-from sattui.vendors.values import pcie_gen_from_speed
+from sattui.vendors.values import num, one_line, pcie_gen_from_speed
 from tests.vendor_tools import install_tool
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors"
@@ -117,3 +118,43 @@ def test_kunlunxin_tool_is_found_as_xpu_smi_after_a_bad_xpu_dash_smi(tmp_path, m
     be = KunlunBackend(timeout_s=3.0)
     assert [c.card for c in be.discover()] == list(range(8))
     assert be.tool is not None and be.tool.path == str(ours)
+
+
+# -- survivors of the December 2026 run on the shared helpers (docs/mutation-survivors.md) --
+
+@pytest.mark.parametrize(("value", "message"), [
+    (True, "card 0 Aicore Freq: boolean where a number was expected"),
+    (float("inf"), "card 0 Aicore Freq: not a finite number"),
+    ("1e999", "card 0 Aicore Freq: not a finite number"),
+    (" 1800 MHz ", "card 0 Aicore Freq: '1800 MHz' is not a number"),
+    ([1800], "card 0 Aicore Freq: list where a number was expected"),
+])
+def test_a_number_that_is_not_one_is_named_in_the_error(value, message):
+    # Kills num's error-message mutants: layout_error(...) → layout_error(None) (the user
+    # reads "npu-smi 24.1.rc2 [...]: None"), one_line(s) → one_line(None), the type name
+    # of None, and _finite(x, what) → _finite(x, None) ("None: not a finite number").
+    # Contract test: the values JSON tools (amd-smi, xpu-smi) and npu-smi's key/value
+    # views can hand it.
+    with pytest.raises(ParseError) as e:
+        num(value, "card 0 Aicore Freq")
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("a  b\tc", "'a b c'"),
+    ("x" * 60, repr("x" * 60)),
+    ("x" * 61, repr("x" * 60 + "…")),
+    ("y" * 80, repr("y" * 60 + "…")),
+])
+def test_a_snippet_in_an_error_is_one_line_of_at_most_60_characters(text, shown):
+    # Kills one_line's limit 60 → 61, " ".join → "XX XX".join, the "…" → "XX…XX" and
+    # "len(s) > limit" → ">=" / "and False": the snippet of tool output that every parse
+    # error quotes. Contract test.
+    assert one_line(text) == shown
+
+
+@pytest.mark.parametrize("gts", [4.0, 6.5, 7.0, 10.0, 1.5])
+def test_a_lane_rate_between_generations_is_no_generation(gts):
+    # Kills pcie_gen_from_speed's tolerance 0.3 → 1.3 GT/s: 7 GT/s is not gen 3 (8 GT/s)
+    # nor 4 GT/s gen 2; a rate no generation runs at gives no generation. Contract test.
+    assert pcie_gen_from_speed(gts) is None
