@@ -17,13 +17,24 @@ from sattui.vendors.box_table import split_paren
 from sattui.vendors.cambricon import CambriconBackend, parse_cnmon
 from sattui.vendors.kunlun import KunlunBackend
 from sattui.vendors.reading import CardReading
-from sattui.vendors.rocm import amd_value
-from sattui.vendors.values import num, one_line, pcie_gen_from_speed
+from sattui.vendors.rocm import amd_value, parse_rocm_smi_json
+from sattui.vendors.values import (
+    extract_json,
+    layout_error,
+    mem_pair,
+    num,
+    one_line,
+    pcie_gen_from_speed,
+    temp_c,
+    to_index,
+    watts,
+)
 from tests.vendor_tools import install_tool
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors"
 CNMON_2X = FIX / "cambricon" / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"
 NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
+MI100_JSON = FIX / "amd" / "rocm-smi-json_4x-mi100_rocm6.0.2.json"
 KUNLUN_8X = FIX / "kunlun" / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"
 MiB = 1 << 20
 
@@ -158,3 +169,73 @@ def test_a_lane_rate_between_generations_is_no_generation(gts):
     # Kills pcie_gen_from_speed's tolerance 0.3 → 1.3 GT/s: 7 GT/s is not gen 3 (8 GT/s)
     # nor 4 GT/s gen 2; a rate no generation runs at gives no generation. Contract test.
     assert pcie_gen_from_speed(gts) is None
+
+
+def test_json_after_a_bracketed_banner_or_an_empty_one_is_still_read():
+    # Kills extract_json's "continue" → "break" after a start that is no JSON, and
+    # "isinstance(obj, (dict, list)) and obj" → "or obj" (an empty "[]" taken for the
+    # answer). DERIVED: the real 4×MI100 rocm-smi --json capture behind a warning line
+    # in brackets and an empty list, as rocm-smi forks print on stdout.
+    text = MI100_JSON.read_text()
+    plain = parse_rocm_smi_json(text)
+    for banner in ("[WARNING] card0: GPU is in low-power state []\n", "[] ", "[ERROR: {bad} ]\n"):
+        got = parse_rocm_smi_json(banner + text)
+        assert sorted(got) == sorted(plain) == [0, 1, 2, 3]
+        assert [r.util for r in got.values()] == [r.util for r in plain.values()]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("rocm-smi: no devices found", "rocm-smi JSON: no JSON object in it"),
+    ('{"card0": {"GPU use (%)": ', "rocm-smi JSON: bad JSON (JSONDecodeError)"),
+    ("[] {}", "rocm-smi JSON: empty JSON"),
+    (None, "rocm-smi JSON: not text"),
+])
+def test_why_no_json_was_found_is_said(text, message):
+    # Kills extract_json's error-message mutants (last_err → None / "XX…XX" / case
+    # changes, type(e) → type(None), layout_error(...) → layout_error(None)): the reason
+    # the user reads after "rocm-smi 6.0.2: --json:". Contract test.
+    with pytest.raises(ParseError) as e:
+        extract_json(text, "rocm-smi JSON")
+    assert str(e.value) == message
+
+
+def test_a_layout_error_is_one_line_of_at_most_200_characters():
+    # Kills layout_error's cut at 200 → 201 characters. Contract test.
+    e = layout_error("card 0\n  Memory-Usage: " + "x" * 300)
+    assert str(e) == ("card 0 Memory-Usage: " + "x" * 300)[:200]
+
+
+@pytest.mark.parametrize(("used", "total", "message"), [
+    ("12 XB", "100 MiB", "card 0 Memory-Usage used: unknown size unit 'XB'"),
+    ("12 MiB", "100 XB", "card 0 Memory-Usage total: unknown size unit 'XB'"),
+])
+def test_a_memory_pair_error_names_which_half(used, total, message):
+    # Kills mem_pair's what=f"{what} used"/f"{what} total" → None or dropped (the error
+    # then says "None: …" or "memory: …"). Contract test.
+    with pytest.raises(ParseError) as e:
+        mem_pair(used, total, "card 0 Memory-Usage")
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(("fn", "value", "message"), [
+    (temp_c, "40 F", "card 0 Temp: unexpected unit 'F'"),
+    (watts, "65 kW", "card 0 Pwr:Usage: unexpected unit 'kW'"),
+    (to_index, "GPU0", "card 0 Pwr:Usage: 'GPU0' is not a number"),
+    (to_index, None, "card 0 Pwr:Usage: '' is not a number"),
+])
+def test_a_cell_error_names_the_cell(fn, value, message):
+    # Kills temp_c's and watts' expect_unit(…, what) → (…, None), to_index's "value is
+    # None or not is_index(value)" → "and" (a ValueError instead of the layout error) and
+    # its one_line(value or '') → one_line(None) / (value and '') / 'XXXX'. Contract test.
+    what = "card 0 Temp" if fn is temp_c else "card 0 Pwr:Usage"
+    with pytest.raises(ParseError) as e:
+        fn(value, what)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(("text", "celsius"), [("250 C", 250.0), ("-60C", -60.0), ("250.5 C", None),
+                                               ("-60.5C", None), ("65535C", None)])
+def test_temperature_bounds_are_inclusive(text, celsius):
+    # Kills temp_c's "-60.0 <= x <= 250.0" → -61.0 / 251.0 / "<" at either end: the
+    # readings a sensor can give are kept, sentinels beyond them are unknown. Contract test.
+    assert temp_c(text, "card 0 Temp") == celsius
