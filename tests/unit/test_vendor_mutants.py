@@ -26,6 +26,7 @@ from sattui.vendors.values import (
     one_line,
     pcie_gen_from_speed,
     temp_c,
+    to_bytes,
     to_index,
     watts,
 )
@@ -239,3 +240,27 @@ def test_temperature_bounds_are_inclusive(text, celsius):
     # Kills temp_c's "-60.0 <= x <= 250.0" → -61.0 / 251.0 / "<" at either end: the
     # readings a sensor can give are kept, sentinels beyond them are unknown. Contract test.
     assert temp_c(text, "card 0 Temp") == celsius
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("-5 MiB", "process 4242 memory: negative size"),
+    ("1e308 TiB", "process 4242 memory: size out of range"),
+    ("lots", "process 4242 memory: 'lots' is not a number with a unit"),
+    ("12 XB", "process 4242 memory: unknown size unit 'XB'"),
+])
+def test_a_size_error_names_the_size(text, message):
+    # Kills to_bytes' num_unit(value, what) → (value, None) / (value) and scale_bytes(…,
+    # what=what) → None / dropped, and scale_bytes' layout_error(...) → layout_error(None)
+    # for a negative size, an unknown unit and an overflow. Contract test.
+    with pytest.raises(ParseError) as e:
+        to_bytes(text, "MiB", what="process 4242 memory")
+    assert str(e.value) == message
+
+
+def test_kib_and_mib_stay_binary_when_mb_is_decimal():
+    # Kills scale_bytes' u.endswith("ib") → "XXibXX" / "IB": with binary=False only the
+    # ambiguous "MB" is decimal; "MiB"/"KiB" are powers of 1024 whatever the caller says.
+    # Contract test (no parser passes binary=False today; the docstring promises it).
+    assert to_bytes("1 MB", binary=False) == 1_000_000
+    assert to_bytes("1 MiB", binary=False) == 1 << 20
+    assert to_bytes("3 KiB", binary=False) == 3 * 1024
