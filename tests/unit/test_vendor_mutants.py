@@ -1,5 +1,6 @@
 """Tests written to kill mutants that survived the mutation check of the vendor parsers
-(scripts/mutation_check.sh; each survivor is quoted in docs/testing.md).
+(scripts/mutation_check.sh; the survivors, killed here or equivalent, are listed in
+docs/mutation-survivors.md).
 
 Each test names the mutant it kills. Where a real capture reaches the code, it is used;
 the rest are contract tests of one small function on hand-written input, marked so.
@@ -20,11 +21,14 @@ from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import amd_value, parse_rocm_smi_json
 from sattui.vendors.values import (
     extract_json,
+    is_index,
     layout_error,
     mem_pair,
     num,
+    num_unit,
     one_line,
     pcie_gen_from_speed,
+    pct,
     temp_c,
     to_bytes,
     to_index,
@@ -264,3 +268,33 @@ def test_kib_and_mib_stay_binary_when_mb_is_decimal():
     assert to_bytes("1 MB", binary=False) == 1_000_000
     assert to_bytes("1 MiB", binary=False) == 1 << 20
     assert to_bytes("3 KiB", binary=False) == 3 * 1024
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (True, "gpu 0 sclk: boolean where a number was expected"),
+    (float("inf"), "gpu 0 sclk: not a finite number"),
+    ({"value": 1}, "gpu 0 sclk: dict where a number was expected"),
+])
+def test_a_number_with_a_unit_that_is_not_one_is_named_in_the_error(value, message):
+    # Kills num_unit's layout_error(...) → layout_error(None) for a boolean and for a
+    # type it does not read, and _finite(x, what) → _finite(x, None). Contract test: the
+    # values amd-smi's and rocm-smi's JSON can hand it.
+    with pytest.raises(ParseError) as e:
+        num_unit(value, "gpu 0 sclk")
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(("text", "util"), [("110 %", 100.0), ("100.4%", 100.0), ("110.5 %", None), ("-1%", None)])
+def test_a_percentage_a_little_over_100_is_clamped_and_more_is_unknown(text, util):
+    # Kills clamp_pct's "x > 110" → ">= 110" / "> 111": up to 110 % is the tool's
+    # rounding (clamped to 100), beyond it is no utilisation at all. Contract test.
+    assert pct(text, "card 0 Util") == util
+
+
+@pytest.mark.parametrize(("value", "ok"), [(True, False), (False, False), (0, True), (95, True),
+                                           (4_194_303, True), (10**9 - 1, True), (10**9, False), (-1, False)])
+def test_an_index_is_a_non_negative_int_below_a_billion_and_not_a_bool(value, ok):
+    # Kills is_index's "return False" for a bool → True (JSON "gpu": true would reach
+    # int("True")), and its bound 10**9 → "<=" / 10*9 / 11**9 / 10**10: a device id of 95
+    # or Linux's largest pid (4194303) is an index. Contract test.
+    assert is_index(value) is ok
