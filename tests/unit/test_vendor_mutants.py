@@ -273,12 +273,13 @@ def test_kib_and_mib_stay_binary_when_mb_is_decimal():
 @pytest.mark.parametrize(("value", "message"), [
     (True, "gpu 0 sclk: boolean where a number was expected"),
     (float("inf"), "gpu 0 sclk: not a finite number"),
+    ("1e999 Mhz", "gpu 0 sclk: not a finite number"),
     ({"value": 1}, "gpu 0 sclk: dict where a number was expected"),
 ])
 def test_a_number_with_a_unit_that_is_not_one_is_named_in_the_error(value, message):
     # Kills num_unit's layout_error(...) → layout_error(None) for a boolean and for a
-    # type it does not read, and _finite(x, what) → _finite(x, None). Contract test: the
-    # values amd-smi's and rocm-smi's JSON can hand it.
+    # type it does not read (and its type name → type(None)), and both _finite(x, what) →
+    # _finite(x, None). Contract test: the values amd-smi's and rocm-smi's JSON can hand it.
     with pytest.raises(ParseError) as e:
         num_unit(value, "gpu 0 sclk")
     assert str(e.value) == message
