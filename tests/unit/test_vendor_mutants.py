@@ -299,3 +299,11 @@ def test_an_index_is_a_non_negative_int_below_a_billion_and_not_a_bool(value, ok
     # int("True")), and its bound 10**9 → "<=" / 10*9 / 11**9 / 10**10: a device id of 95
     # or Linux's largest pid (4194303) is an index. Contract test.
     assert is_index(value) is ok
+
+
+@pytest.mark.parametrize("text", ["49°C", "49\ufffdC", "49?C", "49 \ufffdC", "49C"])
+def test_a_degree_sign_mangled_by_the_c_locale_is_still_celsius(text):
+    # Kills num_unit's .replace("\ufffd", "") / .replace("?", "") edits ("XX\ufffdXX",
+    # "XXXX", …): tools run in the C locale print "°C" as U+FFFD or "?" followed by "C";
+    # the temperature must still be read. Contract test.
+    assert temp_c(text, "card 0 Temp") == 49.0
