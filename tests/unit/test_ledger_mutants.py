@@ -7,3 +7,120 @@ used; the rest are contract tests on built contexts, marked so.
 """
 
 from __future__ import annotations
+
+import math
+
+import pytest
+
+from sattui.advisor import rules_ledger as rl
+from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
+from tests.unit.test_advisor_kit import TL, ctx
+
+
+def _rank(pid: int, wall: float, starving: float = 0.0, rank: int | None = None) -> RankLedger:
+    return RankLedger(pid, rank, wall, {"data_wait": starving} if starving else {})
+
+
+def _card(card: int, wall: float, idle: float = 0.0, gap: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> CardLedger:
+    return CardLedger(card, wall_s=wall, idle_s=idle, gap_w=gap[0], gap_wx=gap[1], gap_wxx=gap[2])
+
+
+# -- rules_ledger ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("cpus", "env", "n"), [(16, {"LOCAL_WORLD_SIZE": "4"}, 3), (7, {"LOCAL_WORLD_SIZE": "2"}, 2),
+                                                (8, {}, 7), (8, {"LOCAL_WORLD_SIZE": "x"}, 7)])
+def test_suggested_workers_is_lightnings_integer_per_local_rank(cpus, env, n):
+    # Kills suggested_workers' env.get("LOCAL_WORLD_SIZE") → get(None) / "XX…XX" /
+    # lower case and "cpus // lws" → "/": torchrun's LOCAL_WORLD_SIZE divides the cores,
+    # and the count the fix texts quote is an integer. Contract test on a built window.
+    w = TL().main().window(ctx(cpu_count=cpus, env=env))
+    got = rl.suggested_workers(w)
+    assert got == n and isinstance(got, int)
+    assert f"(start near {n})" in rl._inline_fix(w)  # kills _inline_fix's "{S}" edits and str(None)
+
+
+def test_why_not_more_workers_quotes_the_figures():
+    # Kills _why_not_more's message edits ("XX…XX", the plural "s" forced or "XXXX") and
+    # "free_mean < 1.0" → "<= 1.0": exactly one free core is a worker's worth. Contract
+    # test on a built window with one worker.
+    w = TL().main().proc(201, "worker", 0.9).window(ctx(cpu_count=2))
+    assert rl._why_not_more(w, None) == "the host's usable cores are unknown"
+    assert rl._why_not_more(w, 0.5) == "only 0.50 cores free on average: less than another worker needs"
+    assert rl._why_not_more(w, 1.0) == "1 worker already, Lightning's suggested maximum for 2 usable cores"
+
+
+def test_who_holds_the_cores_says_whose_work_and_picks_the_fix():
+    # Kills _who_holds' edits: the cores counted only when known ("or True"), the tree's
+    # "≥ 0.8 × cpus", "workers is not None and n" → "or", the plural edits, the texts
+    # ("XX…XX", upper case), "others ≥ 0.5" → "> 0.5", and the "own" flag → True (which
+    # picks FIX_CONTENTION_OWN). Contract test on built windows.
+    one = TL().main().proc(201, "worker", 0.9).window(ctx(cpu_count=4))
+    h = {"trainer_cores": 3.2, "workers_cores": 0.9, "other_cores": 0.1}
+    assert rl._who_holds(one, h) == ("its own processes fill the 4 usable cores (3.2 busy, 0.9 of them in 1 "
+                                     "DataLoader worker)", True)
+    none = TL().main().window(ctx(cpu_count=4))
+    assert rl._who_holds(none, {**h, "workers_cores": 0.0}) == ("its own processes fill the 4 usable cores "
+                                                                "(3.2 busy)", True)
+    unknown = TL().main().window(ctx(cpu_count=4, cpu_count_known=False))
+    assert rl._who_holds(unknown, h) == ("other work holds the cores", False)
+    assert rl._who_holds(one, {**h, "trainer_cores": 1.0, "other_cores": None}) == (
+        "other work holds the cores (the host's busy cores are not known)", False)
+    assert rl._who_holds(one, {**h, "trainer_cores": 1.0, "other_cores": 0.5}) == (
+        "other processes on the host keep 0.5 cores busy", False)
+
+
+def test_core_holders_without_process_figures_and_with_a_pin_thread():
+    # Kills _core_holders' key edits in the no-figures answer (the cluster view reads the
+    # ledger alone; _who_holds reads those keys), the "pin" role edits (a pin thread is
+    # counted in its process, not twice) and "max(0.0, …)" → "max(1.0, …)". Contract test.
+    bare = TL().main().window(ctx())
+    bare.procs.clear()
+    assert rl._core_holders(bare) == {"trainer_cores": None, "workers_cores": None, "other_cores": None}
+    k = TL().main(cpu=1.0).proc(201, "worker", 0.5).proc(202, "pin", 0.5).host(cpu_busy=1.7)
+    got = rl._core_holders(k.window(ctx()))
+    assert got["trainer_cores"] == pytest.approx(1.5) and got["workers_cores"] == pytest.approx(0.5)
+    assert got["other_cores"] == pytest.approx(0.2)
+
+
+def test_gap_error_is_the_weighted_standard_error():
+    # Kills _gap_error's "w < 3.0" → "<=" / "< 4.0", its "return 0.0" → 1.0, and the
+    # formula edits ("- mean²" → "+", "/ (w − 1)" → "* (w − 1)" / "(w + 1)" / "(w − 2)").
+    # Contract test on hand-made sums: weights 3.5, mean 0.2, variance 0.05.
+    w, mean, var = 3.5, 0.2, 0.05
+    job = JobLedger(cards={0: _card(0, 3.5, gap=(w, w * mean, w * (var + mean * mean)))}, gpu_job=True)
+    assert rl._gap_error(job) == pytest.approx(math.sqrt(var / (w - 1.0)))
+    at3 = JobLedger(cards={0: _card(0, 3.0, gap=(3.0, 3.0 * mean, 3.0 * (var + mean * mean)))})
+    assert rl._gap_error(at3) == pytest.approx(math.sqrt(var / 2.0))
+    assert rl._gap_error(JobLedger(cards={0: _card(0, 2.0, gap=(2.0, 0.4, 0.2))})) == 0.0
+
+
+def test_wait_shares_and_their_error_over_ranks():
+    # Kills _rank_wait_share's rank filter "wall_s > 0" → ">= 0" / "> 1", "if ranks" →
+    # "or True" (a division by zero), "/ len" → "* len" and "else 0.0" → 1.0;
+    # _wait_share_error's filter edits, "n <= 0" → "< 0" / "<= 1", "return 0.0" → 1.0;
+    # _attributed_idle_share's "wall > 0" edits and "else 0.0" → 1.0; _idle_beyond_waits'
+    # "or" → "and" and its "> 0" edits. Contract test on hand-made ledgers.
+    empty = JobLedger()
+    assert rl._rank_wait_share(empty) == 0.0
+    assert rl._wait_share_error(empty, 20.0) == 0.0
+    assert rl._attributed_idle_share(empty) == 0.0
+    assert rl._idle_beyond_waits(empty) is None
+    assert rl._idle_beyond_waits(JobLedger(ranks={1: _rank(1, 0.5, 0.1)})) is None
+    assert rl._idle_beyond_waits(JobLedger(cards={0: _card(0, 0.5, 0.3)})) is None
+    assert rl._idle_beyond_waits(JobLedger(ranks={1: _rank(1, 0.0)}, cards={0: _card(0, 0.5, 0.3)})) is None
+    assert rl._idle_beyond_waits(JobLedger(ranks={1: _rank(1, 0.5, 0.1)}, cards={0: _card(0, 0.0)})) is None
+    zero = JobLedger(ranks={1: _rank(1, 0.0)}, cards={0: _card(0, 0.0)})
+    assert rl._rank_wait_share(zero) == 0.0 and rl._wait_share_error(zero, 20.0) == 0.0
+    assert rl._attributed_idle_share(zero) == 0.0
+    job = JobLedger(ranks={1: _rank(1, 0.5, 0.1), 2: _rank(2, 0.5, 0.3)}, cards={0: _card(0, 0.5, 0.35)})
+    assert rl._rank_wait_share(job) == pytest.approx((0.2 + 0.6) / 2)
+    assert rl._attributed_idle_share(job) == pytest.approx(0.7)
+    assert rl._idle_beyond_waits(job) == pytest.approx(0.3)
+    assert rl._wait_share_error(job, 1.0) == pytest.approx(math.sqrt(0.4 * 0.6 / 1.0))
+
+
+def test_a_rank_without_a_number_is_named_by_its_pid():
+    # Kills _rank_name's "r.rank is not None" → "or True" ("rank None" in the straggler's
+    # summary). Contract test.
+    assert rl._rank_name(_rank(4242, 1.0)) == "pid 4242"
+    assert rl._rank_name(_rank(4242, 1.0, rank=3)) == "rank 3"
