@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+from sattui.advisor import ledger
 from sattui.advisor import rules_ledger as rl
 from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
 from tests.unit.test_advisor_kit import TL, ctx
@@ -124,3 +125,45 @@ def test_a_rank_without_a_number_is_named_by_its_pid():
     # summary). Contract test.
     assert rl._rank_name(_rank(4242, 1.0)) == "pid 4242"
     assert rl._rank_name(_rank(4242, 1.0, rank=3)) == "rank 3"
+
+
+def _judged(k: TL, c=None):
+    w = k.window(c or ctx())
+    w.ledger = ledger.build(w)
+    return w
+
+
+def test_a_data_rules_evidence_summary_and_doc():
+    # Kills the edits inside _data_rule's rule_fn (built at import, so mutmut's forked
+    # workers never run them: checked with the module reloaded, docs/mutation-survivors.md):
+    # the data-wait share's states ("data_wait" + "data_inline", their names and defaults),
+    # the ranks' wall "or 1.0" → "and 1.0", the rounding to 4 / 2 places, the evidence keys,
+    # P=pct(d) → None / pct(None), and rule_fn.__doc__ → None. Contract test on a built
+    # window: a third of the time waiting on one busy worker, a ninth loading inline.
+    k = TL().main(cpu=0.5).proc(201, "worker", 0.9549).stacks({"data_wait": 1 / 3, "data_inline": 1 / 9,
+                                                                 "forward": 5 / 9})
+    f = rl.worker_cpu_bound(_judged(k, ctx(cpu_count=2)))
+    assert len(f) == 1
+    assert f[0].summary == ("training waits 33% of the time for DataLoader workers that are busy computing samples "
+                            "(only 0.55 cores free on average: less than another worker needs)")
+    assert f[0].evidence == {"share": 0.3333, "data_wait_share": 0.4444, "workers": 1, "worker_cpu_mean": 0.95,
+                             "cpus_usable": 2, "free_cores_mean": 0.55}
+    assert rl.worker_cpu_bound.__doc__.startswith("R02 — ")
+
+
+def test_a_data_rule_shows_from_3_percent_scaled_by_relax():
+    # Kills rule_fn's default relax 1.0 → 2.0, "SHOWN_FROM * relax" → "/ relax" and the
+    # data-wait share's defaults for a state the rank was never in (0.0 → 1.0):
+    # 5 % waiting is shown (3 % threshold), 2 % only when the Advisor relaxes it to half
+    # (hysteresis). Contract test on built windows.
+    five = _judged(TL().main(cpu=0.5).proc(201, "worker", 0.0, state="S").stacks({"data_wait": 0.05,
+                                                                                   "forward": 0.95}))
+    got = rl.worker_io_bound(five)
+    assert [f.rule for f in got] == ["worker_io_bound"] and got[0].evidence["data_wait_share"] == 0.05
+    # (and a state the rank was never in adds nothing: get(…, 0.0) → 1.0 is killed here)
+    inline = rl.main_process_loading(_judged(TL().main(cpu=1.0).stacks({"data_inline": 0.25, "forward": 0.75})))
+    assert [f.evidence["data_wait_share"] for f in inline] == [0.25]
+    two = _judged(TL().main(cpu=0.5).proc(201, "worker", 0.0, state="S").stacks({"data_wait": 0.02,
+                                                                                  "forward": 0.98}))
+    assert rl.worker_io_bound(two) == []
+    assert [f.rule for f in rl.worker_io_bound(two, 0.5)] == ["worker_io_bound"]
