@@ -167,3 +167,45 @@ def test_a_data_rule_shows_from_3_percent_scaled_by_relax():
                                                                                   "forward": 0.98}))
     assert rl.worker_io_bound(two) == []
     assert [f.rule for f in rl.worker_io_bound(two, 0.5)] == ["worker_io_bound"]
+
+
+def test_the_stragglers_finding_in_full():
+    # Kills straggler's edits to its evidence (keys, roundings to 3 places, the collective
+    # share's state and default, the slow rank's own share and its "no cause" default), its
+    # summary's pct(wait) → pct(None), its fix ({R}, {CAUSE}, → None) and the slow rank's
+    # tie-break key. Contract test on a built two-rank CPU job: rank 0 waits in backward
+    # (its own CPU at 0.037) and in collectives; rank 1 sleeps 65.43 % of its time.
+    k = TL()
+    k.main(cpu=0.0).proc(501, "rank", 0.05, state="S", rank=0, cpu_main=0.037)
+    k.proc(502, "rank", 0.3, state="S", rank=1, cpu_main=0.3)
+    k.stacks({"backward": 0.7766, "collective": 0.1234, "forward": 0.1}, pid=501)
+    k.stacks({"idle": 0.6543, "backward": 0.2, "forward": 0.1457}, pid=502)
+    (f,) = rl.straggler(_judged(k))
+    assert f.rank == 1 and f.impact == pytest.approx(0.4356, abs=1e-4)
+    assert f.summary == ("the other ranks wait for rank 1 87% of their time; its own time goes to sleeping / "
+                         "waiting on something unknown")
+    assert f.evidence == {"share": 0.4356, "rank_shares": {"rank 0": 0.871, "rank 1": 0.0}, "slow": "rank 1",
+                          "wait_shares": {"rank 0": 0.871, "rank 1": 0.0},
+                          "slow_rank_own": "sleeping / waiting on something unknown", "slow_rank_own_share": 0.654,
+                          "collective_shares": {"rank 0": 0.123, "rank 1": 0.0}}
+    assert f.fix.startswith("The other ranks wait for rank 1 at every gradient all-reduce. Look at what rank 1 does "
+                            "that the others do not: its own time goes to sleeping / waiting on something unknown.")
+
+
+@pytest.mark.parametrize(("shares", "summary", "evidence", "fix_first"), [
+    ({"checkpoint": 0.21111, "eval": 0.1, "logging": 0.05, "forward": 0.63889},
+     "training stops for checkpointing 36% of the time",
+     {"share": 0.3611, "phase": "checkpoint", "phase_shares": {"checkpoint": 0.2111, "eval": 0.1, "logging": 0.05}},
+     ("checkpoint", "eval", "logging")),
+    ({"logging": 0.2, "eval": 0.1, "forward": 0.7}, "training stops for logging 30% of the time",
+     {"share": 0.3, "phase": "logging", "phase_shares": {"logging": 0.2, "eval": 0.1}}, ("logging", "eval")),
+])
+def test_a_periodic_stall_names_its_largest_phase_first(shares, summary, evidence, fix_first):
+    # Kills periodic_stall's edits: the phases' sums (get(k, 0.0) → 1.0 / get(None)), the
+    # top phase's key, the wall "or 1.0" → "and 1.0", the phase shares' rounding, keys and
+    # order (largest first), the phase names in the summary, pct(d) → pct(None), and the
+    # fixes' order and separator. Contract test on built windows.
+    (f,) = rl.periodic_stall(_judged(TL().main(cpu=0.5).stacks(shares)))
+    assert f.summary == summary and f.evidence == evidence
+    assert list(f.evidence["phase_shares"]) == list(evidence["phase_shares"])
+    assert f.fix == " ".join(rl.FIX_STALL[p] for p in fix_first)
