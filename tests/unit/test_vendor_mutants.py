@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from sattui.vendors.ascend import AscendBackend
-from sattui.vendors.base import ParseError
+from sattui.vendors.base import ParseError, Probe
+from sattui.vendors.biren import UNVERIFIED as BIREN_NOTE
+from sattui.vendors.biren import BirenBackend
 from sattui.vendors.box_table import split_paren
 from sattui.vendors.cambricon import CambriconBackend, parse_cnmon
 from sattui.vendors.kunlun import KunlunBackend
+from sattui.vendors.mthreads import MthreadsBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import amd_value, parse_rocm_smi_json
 from sattui.vendors.values import (
@@ -40,6 +43,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors"
 CNMON_2X = FIX / "cambricon" / "cnmon_2x-MLU370-X8_cnmon-v5.10.13_sriov-column-NA.txt"
 NPU_BUSY16 = FIX / "ascend" / "npu-smi-info_16x-910B2C_npusmi24.1.rc2_busy-aicore100.txt"
 MI100_JSON = FIX / "amd" / "rocm-smi-json_4x-mi100_rocm6.0.2.json"
+MTHREADS_S5000 = FIX / "moorethreads" / "mthreads-gmi_8x-S5000_gmi2.4.1_drv5.1.0-server.txt"
 KUNLUN_8X = FIX / "kunlun" / "xpu_smi_8x-P800-OAM_drv5.0.21.26.txt"
 MiB = 1 << 20
 
@@ -307,3 +311,29 @@ def test_a_degree_sign_mangled_by_the_c_locale_is_still_celsius(text):
     # "XXXX", …): tools run in the C locale print "°C" as U+FFFD or "?" followed by "C";
     # the temperature must still be read. Contract test.
     assert temp_c(text, "card 0 Temp") == 49.0
+
+
+def test_doctor_says_which_tool_failed_and_how(tmp_path, monkeypatch):
+    # Kills CliBackend.probe's edits of the Probe doctor prints for a tool that fails (its
+    # name, path, verified flag → None/dropped, the reason with a note forced by "or
+    # True") and for a probe that raises (available → None/True, the reason → None or
+    # type(None), fields dropped). DERIVED: mthreads-gmi exiting 1 with a driver message;
+    # then a header_version that raises on the real S5000 listing.
+    tool = install_tool(tmp_path, monkeypatch, "mthreads-gmi", exit_code=1, stderr_text="MTML: driver not loaded\n")
+    p = MthreadsBackend.probe()
+    assert p == Probe("mthreads", False, "mthreads-gmi exited 1: MTML: driver not loaded", None, str(tool), True)
+    install_tool(tmp_path, monkeypatch, "mthreads-gmi", stdout_file=MTHREADS_S5000)
+
+    def broken(text: str) -> str:
+        raise ValueError("no version line")
+
+    monkeypatch.setattr(MthreadsBackend, "header_version", staticmethod(broken))
+    assert MthreadsBackend.probe() == Probe("mthreads", False, "probe failed: ValueError: no version line",
+                                            verified=True)
+    # An unverified backend's failure keeps its note and its flag (verified= dropped → True).
+    install_tool(tmp_path, monkeypatch, "brsmi", exit_code=2, stderr_text="brsmi: no device\n")
+    b = BirenBackend.probe()
+    assert (b.available, b.reason, b.verified) == (False, f"brsmi exited 2: brsmi: no device; {BIREN_NOTE}", False)
+    monkeypatch.setattr(BirenBackend, "header_version", staticmethod(broken))
+    install_tool(tmp_path, monkeypatch, "brsmi", stdout_text="+---+\n")
+    assert BirenBackend.probe().verified is False
