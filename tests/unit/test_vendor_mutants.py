@@ -337,3 +337,39 @@ def test_doctor_says_which_tool_failed_and_how(tmp_path, monkeypatch):
     monkeypatch.setattr(BirenBackend, "header_version", staticmethod(broken))
     install_tool(tmp_path, monkeypatch, "brsmi", stdout_text="+---+\n")
     assert BirenBackend.probe().verified is False
+
+
+_CNMON_ROW = "|  0%   32C        106 W/ 250 W |     0 MiB/ 23374 MiB |"
+_CNMON_TOP = "| 0     /   MLU370-X8    v1.1.6 |         0000:39:00.0 | 0%                N/A |"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    (_CNMON_ROW, _CNMON_ROW.replace("32C", "32F"), "card 0 Temp: unexpected unit 'F'"),
+    (_CNMON_ROW, _CNMON_ROW.replace("106 W/", "106 X/"), "card 0 Pwr:Usage: unexpected unit 'X'"),
+    (_CNMON_ROW, _CNMON_ROW.replace("250 W", "250 X"), "card 0 Pwr:Cap: unexpected unit 'X'"),
+    (_CNMON_ROW, _CNMON_ROW.replace("  106 W/ 250 W", "   106 W 250 W"),
+     "card 0 Pwr: '106 W 250 W' is not 'used / total'"),
+    (_CNMON_ROW, _CNMON_ROW.replace("    0 MiB/", "      0 MiB"),
+     "card 0 Memory-Usage: '0 MiB 23374 MiB' is not 'used / total'"),
+    (_CNMON_ROW, _CNMON_ROW.replace("0 MiB/", "0 XB/"), "card 0 Memory-Usage used: unknown size unit 'XB'"),
+    (_CNMON_TOP, _CNMON_TOP.replace("0%    ", "7Q    "), "card 0 Util: unexpected unit 'Q'"),
+])
+def test_a_box_table_cell_error_names_the_card_and_the_cell(old, new, message):
+    # Kills reading_from_record's where → None and the cell names passed on as None or
+    # dropped (util, temp, power, its used/cap halves, memory and its pair): the user reads
+    # "cnmon v5.10.13: card 0 Temp: unexpected unit 'F'". DERIVED: the real 2-card cnmon
+    # capture with one cell of card 0 mangled. (The bus column is read from it too.)
+    text = CNMON_2X.read_text()
+    assert text.count(old) == 1
+    assert parse_cnmon(text)[0].bus == "0000:39:00.0"  # kills bus=layout.bus.cell(rec) → None / dropped
+    with pytest.raises(ParseError) as e:
+        parse_cnmon(text.replace(old, new))
+    assert str(e.value) == message
+
+
+def test_a_memory_cell_that_is_not_used_of_total_is_quoted():
+    # Kills split_paren's layout_error(...) → layout_error(None) and one_line(value) →
+    # one_line(None): mthreads-gmi's "used(total)" cell in any other shape. Contract test.
+    with pytest.raises(ParseError) as e:
+        split_paren("12 MiB / 80 GiB", "GPU 0 Mem")
+    assert str(e.value) == "GPU 0 Mem: '12 MiB / 80 GiB' is not 'used(total)'"
