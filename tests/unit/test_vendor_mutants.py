@@ -22,6 +22,7 @@ from sattui.vendors.kunlun import KunlunBackend
 from sattui.vendors.mthreads import MthreadsBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import amd_value, parse_rocm_smi_json
+from sattui.vendors.tool import in_dir_named
 from sattui.vendors.values import (
     extract_json,
     is_index,
@@ -373,3 +374,28 @@ def test_a_memory_cell_that_is_not_used_of_total_is_quoted():
     with pytest.raises(ParseError) as e:
         split_paren("12 MiB / 80 GiB", "GPU 0 Mem")
     assert str(e.value) == "GPU 0 Mem: '12 MiB / 80 GiB' is not 'used(total)'"
+
+
+def test_a_tool_directory_is_told_by_its_name_through_links(tmp_path):
+    # Kills in_dir_named's edits: split(os.sep) → split(None), "parts +=" → "parts =" (the
+    # link's target no longer counted), "or" → "and" between the "-"/"_" suffixes, and
+    # the suffixes → "XX-XX" / "XX_XX": /opt/dtk-24.04/bin/rocm-smi is DTK's, not ROCm's.
+    # Contract test on a built directory tree.
+    real = tmp_path / "dtk-24.04" / "bin" / "rocm-smi"
+    real.parent.mkdir(parents=True)
+    real.write_text("")
+    link = tmp_path / "rocm" / "bin" / "rocm-smi"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    assert in_dir_named(str(real), ("dtk",)) and in_dir_named(str(link), ("dtk",))
+    assert in_dir_named(str(link), ("rocm",)) and not in_dir_named(str(real), ("rocm",))
+    assert in_dir_named("/opt/dtk_23/bin/hy-smi", ("dtk",))
+    assert not in_dir_named("/opt/dtkx/bin/hy-smi", ("dtk",))
+
+
+def test_an_empty_answer_is_quoted_as_empty():
+    # Kills first_line's default "" → None / "XXXX" / none (StopIteration): a tool that
+    # printed nothing is reported as "output starts ''". Contract test.
+    with pytest.raises(ParseError) as e:
+        parse_cnmon("\n  \n")
+    assert str(e.value).endswith("output starts ''")
