@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -117,3 +119,73 @@ def trainer_factory(tmp_path):
     yield make
     for t in made:
         t.stop()
+
+
+# --------------------------------------------------------------------------- shared runs
+#
+# One real trainer run per scenario (issue 21): a run that several tests judge is recorded
+# once, by a session-scoped fixture, on first use, and every test reads the same
+# recording (and the trainer's own truth). Recording files only are kept: nothing runs
+# between the tests that share it.
+
+
+def _need_trainer_tools() -> None:
+    if not _have_torch():
+        pytest.skip("torch not installed (pip install torch==2.13.0)")
+    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
+        pytest.skip("py-spy not installed")
+
+
+@pytest.fixture(scope="session")
+def starved_demo(tmp_path_factory) -> Path:
+    """`sattui demo --headless --scenario starved` for 15 s: the real demo trainer, real
+    py-spy, the SIMULATED card (test_demo.py, test_export_demo.py)."""
+    _need_trainer_tools()
+    out = tmp_path_factory.mktemp("starved-demo") / "starved.jsonl"
+    r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "15", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    return out
+
+
+# Every shared run of the demo trainer carries a secret in its environment and one
+# allow-listed variable: the tests that read its recording check that the first never
+# reaches a file or a report and the second does.
+RUN_SECRET = "sattui-e2e-" + secrets.token_hex(12)
+RUN_ENV = {"WANDB_API_KEY": RUN_SECRET, "NCCL_DEBUG": "WARN"}
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """A finished ``sattui record -- python -m sattui.demo.trainer …`` run."""
+
+    out: Path     # the recording
+    truth: Path   # the trainer's own truth (JSON lines, cumulative seconds)
+    stderr: str   # what `sattui record` said
+
+
+@pytest.fixture(scope="session")
+def demo_trainer_run(tmp_path_factory):
+    """``get(scenario, seconds, *args, rate_hz="20")``: ``sattui record --rate RATE --
+    python -m sattui.demo.trainer --scenario SCENARIO --seconds SECONDS ARGS --truth …``
+    until the trainer exits, recorded on the first call with these arguments and handed
+    to every later one (test_scenarios.py's S01–S03 and test_record_cli.py judge the same
+    runs)."""
+    runs: dict[tuple[str, ...], DemoRun] = {}
+
+    def get(scenario: str, seconds: float, *args: str, rate_hz: str = "20", limit_s: float = 120) -> DemoRun:
+        key = (scenario, str(seconds), rate_hz, *args)
+        if key not in runs:
+            _need_trainer_tools()
+            d = tmp_path_factory.mktemp(f"run-{scenario}")
+            out, truth = d / "run.jsonl", d / "truth.jsonl"
+            r = run_sattui("record", "-o", str(out), "--rate", rate_hz, "--duration", str(limit_s), "--",
+                           sys.executable, "-m", "sattui.demo.trainer", "--scenario", scenario,
+                           "--seconds", str(seconds), *args, "--truth", str(truth),
+                           timeout=limit_s + 60, env={**os.environ, **RUN_ENV})
+            assert r.returncode == 0, r.stderr
+            assert "Traceback" not in r.stderr, r.stderr
+            runs[key] = DemoRun(out, truth, r.stderr)
+        return runs[key]
+
+    return get

@@ -33,7 +33,11 @@ def _demo(tmp_path: Path, scenario: str, seconds: float = 15) -> tuple[dict, lis
     r = run_sattui("demo", "--headless", "--scenario", scenario, "--duration", str(seconds), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
-    reader = RecordingReader(str(out))
+    return _read(out)
+
+
+def _read(path: Path) -> tuple[dict, list[dict]]:
+    reader = RecordingReader(str(path))
     return reader.header, list(reader.records())
 
 
@@ -65,8 +69,9 @@ def _util_during(spans, windows, activities) -> tuple[float, float]:
     return (num / den if den else float("nan")), den
 
 
-def test_starved_demo_util_dips_while_the_trainer_waits_for_data(tmp_path):
-    header, recs = _demo(tmp_path, "starved")
+def test_starved_demo_util_dips_while_the_trainer_waits_for_data(starved_demo):
+    # the run test_export_demo.py exports too (one run per scenario: conftest.py)
+    header, recs = _read(starved_demo)
     (card,) = header["cards"]
     assert card["simulated"] is True and "SIMULATED" in card["name"]
     assert header["backend"] == "sim"
@@ -81,7 +86,7 @@ def test_starved_demo_util_dips_while_the_trainer_waits_for_data(tmp_path):
     assert wait_util < 40 < compute_util, (wait_util, compute_util)
     assert compute_util - wait_util > 30, (wait_util, compute_util)
     # and the recording reads back through `sattui report`, input-bound
-    rep = _report(tmp_path / "starved.jsonl")
+    rep = _report(starved_demo)
     assert rep["trainer"]["states"]["data_wait"] > 0.3
     assert rep["verdict"]["rule"] in SCENARIOS["starved"].expect, rep["verdict"]
 

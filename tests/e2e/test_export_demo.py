@@ -26,10 +26,8 @@ def _needs_torch_and_py_spy():
         pytest.skip("py-spy not installed")
 
 
-def test_demo_recording_exports_to_a_trace_matching_the_report(tmp_path):
-    rec = tmp_path / "demo.jsonl"
-    r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "14", "-o", str(rec))
-    assert r.returncode == 0, r.stderr
+def test_demo_recording_exports_to_a_trace_matching_the_report(starved_demo, tmp_path):
+    rec = starved_demo  # the run test_demo.py judges (one run per scenario: conftest.py)
     out = tmp_path / "demo.trace.json"
     r = run_sattui("export", str(rec), "--perfetto", str(out))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

@@ -1,19 +1,22 @@
 """`sattui record` + `sattui report` on real PyTorch training processes with real py-spy.
 
 Each trainer measures its own truth inside the process (time in ``next(loader)``);
-sattui's figure from outside must agree with it.
+sattui's figure from outside must agree with it. The input-bound and inline runs are
+test_scenarios.py's S01 and S03 (one run per scenario, conftest.py); the compute-bound one
+is attached to by pid, mid-run.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
-from tests.e2e.conftest import run_sattui
+from tests.e2e.conftest import RUN_SECRET, DemoRun, run_sattui
+from tests.e2e.test_scenarios import LOADER, loader_run
 
 pytestmark = pytest.mark.e2e
 
@@ -33,20 +36,26 @@ def _report(path) -> dict:
     return json.loads(r.stdout)
 
 
-def test_input_bound_data_wait_matches_the_trainers_own_figure(trainer_factory, tmp_path):
-    secret = secrets.token_hex(16)
-    tr = trainer_factory("input_bound", 45, env={"WANDB_API_KEY": secret, "NCCL_DEBUG": "WARN"})
-    tr.wait_training()
-    out = tmp_path / "run.jsonl"
-    w0, w1 = _record(tr.pid, out, 20)
+def _truth(run: DemoRun) -> list[dict]:
+    return [json.loads(x) for x in run.truth.read_text().splitlines() if x.strip()]
+
+
+def test_input_bound_data_wait_matches_the_trainers_own_figure(demo_trainer_run):
+    # S01's run (test_scenarios.py; one run per scenario): `record -- CMD` from the first second
+    run = loader_run(demo_trainer_run, LOADER["input_bound"])
+    out = run.out
     rep = _report(out)
-    truth = tr.wait_share(w0, w1)
+    final = _truth(run)[-1]
+    truth = final["wait_s"] / final["elapsed_s"]
+    header = json.loads(out.read_text().splitlines()[0])
+    started = datetime.fromisoformat(header["started_at"]).timestamp()
     states = rep["trainer"]["states"]
     assert rep["format"] == "sattui.report/1"
-    assert 19 <= rep["duration_s"] <= 25
+    # the recording ends when the trainer exits (imports before its first step included)
+    assert final["wall"] - started - 1 <= rep["duration_s"] <= final["wall"] - started + 3, (rep["duration_s"], final)
     assert truth > 0.5, f"scenario is not input bound: truth {truth:.2f}"
     assert abs(states["data_wait"] - truth) <= 0.10, (states, truth)
-    assert rep["trainer"]["pid"] == tr.pid
+    assert rep["trainer"]["pid"] == header["pid"]
     assert rep["trainer"]["workers"] == 1
     roles = {p["role"] for p in rep["processes"]}
     assert {"main", "worker"} <= roles
@@ -56,12 +65,11 @@ def test_input_bound_data_wait_matches_the_trainers_own_figure(trainer_factory, 
     assert rep["top_stacks"][0]["state"] == "data_wait"
     # Secrets: allow-listed variables only; the key's value appears nowhere.
     raw = out.read_text()
-    assert secret not in raw and "WANDB_API_KEY" not in raw
-    header = json.loads(raw.splitlines()[0])
+    assert RUN_SECRET not in raw and "WANDB_API_KEY" not in raw
     assert header["env"].get("NCCL_DEBUG") == "WARN"
     text = run_sattui("report", str(out))
     assert text.returncode == 0 and "data_wait" in text.stdout and "pt_data_worker" in text.stdout
-    assert secret not in text.stdout
+    assert RUN_SECRET not in text.stdout and RUN_SECRET not in run.stderr
 
 
 def test_compute_bound_shows_little_data_wait(trainer_factory, tmp_path):
@@ -78,12 +86,9 @@ def test_compute_bound_shows_little_data_wait(trainer_factory, tmp_path):
     assert states.get("forward", 0) + states.get("backward", 0) + states.get("optimizer", 0) >= 0.6, states
 
 
-def test_num_workers_0_is_data_inline(trainer_factory, tmp_path):
-    tr = trainer_factory("inline", 30)
-    tr.wait_training()
-    out = tmp_path / "run.jsonl"
-    _record(tr.pid, out, 12)
-    rep = _report(out)
+def test_num_workers_0_is_data_inline(demo_trainer_run):
+    # S03's run (test_scenarios.py; one run per scenario)
+    rep = _report(loader_run(demo_trainer_run, LOADER["inline"]).out)
     states = rep["trainer"]["states"]
     assert max(states, key=states.get) == "data_inline", states
     assert rep["trainer"]["workers"] == 0

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import _have_torch, run_sattui
+from tests.e2e.conftest import DemoRun, _have_torch, run_sattui
 
 pytestmark = pytest.mark.e2e
 
@@ -220,15 +220,20 @@ LOADER_SCENARIOS = [
 ]
 
 
+def loader_run(demo_trainer_run, sc: LoaderScenario) -> DemoRun:
+    """The scenario's one run (conftest.py: test_record_cli.py judges it too). One epoch
+    longer than the run: with the default 4096 items an epoch lasts ~5 s and every epoch
+    starts new workers (persistent_workers=False), which is R16's scenario, not these."""
+    return demo_trainer_run(sc.trainer_scenario, sc.seconds, "--epoch-items", "65536", rate_hz=RATE_HZ)
+
+
+LOADER = {sc.trainer_scenario: sc for sc in LOADER_SCENARIOS}
+
+
 @pytest.mark.parametrize("sc", LOADER_SCENARIOS, ids=lambda s: f"{s.id}-{s.trainer_scenario}")
-def test_loader_scenarios(sc: LoaderScenario, tmp_path):
-    truth = tmp_path / "truth.jsonl"
-    out = tmp_path / "run.jsonl"
-    # One epoch longer than the run: with the default 4096 items an epoch lasts ~5 s
-    # and every epoch starts new workers (persistent_workers=False), which is R16's
-    # scenario, not these.
-    record(out, *trainer_cmd("sattui.demo.trainer", "--scenario", sc.trainer_scenario,
-                             "--seconds", str(sc.seconds), "--epoch-items", "65536", "--truth", str(truth)))
+def test_loader_scenarios(sc: LoaderScenario, demo_trainer_run):
+    run = loader_run(demo_trainer_run, sc)
+    truth, out = run.truth, run.out
     rep = report(out)
     lines = read_lines(truth)
     final = lines[-1]
