@@ -42,8 +42,10 @@ def load_trace(path: str) -> dict[str, Any]:
     return obj
 
 
-def check_events(events: list[dict[str, Any]]) -> None:
-    """Raise AssertionError naming the first event that breaks the format, and why."""
+def check_events(events: list[dict[str, Any]], nested: bool = True) -> None:
+    """Raise AssertionError naming the first event that breaks the format, and why.
+    ``nested=False``: one thread's slices must also never nest (sattui's exports: a
+    thread is in one state at a time)."""
     slices: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     for i, ev in enumerate(events):
         where = f"event {i}: {ev}"
@@ -79,13 +81,13 @@ def check_events(events: list[dict[str, Any]]) -> None:
         if "args" in ev:
             assert isinstance(ev["args"], dict), f"{where}: args must be an object"
     for track, spans in slices.items():
-        _check_nesting(track, spans)
+        _check_nesting(track, spans, nested)
 
 
-def _check_nesting(track: tuple[int, int], spans: list[tuple[float, float]]) -> None:
+def _check_nesting(track: tuple[int, int], spans: list[tuple[float, float]], nested: bool) -> None:
     """One thread's slices nest (a child inside its parent) or follow each other: they
-    are a call stack, and two that partly overlap are none. (The format allows nesting;
-    sattui's states never nest, which this does not check.)"""
+    are a call stack, and two that partly overlap are none. The format allows nesting;
+    ``nested=False`` refuses it too."""
     # Earlier start first; of two that start together the longer is the parent.
     open_: list[tuple[float, float]] = []  # the slices still open, outermost first
     for b0, b1 in sorted(spans, key=lambda s: (s[0], -s[1])):
@@ -95,6 +97,7 @@ def _check_nesting(track: tuple[int, int], spans: list[tuple[float, float]]) -> 
             a0, a1 = open_[-1]
             assert b1 <= a1 + EPS_US, (f"slices overlap on track {track}: {(a0, a1)} and {(b0, b1)} "
                                        "(the second starts inside the first and ends after it)")
+            assert nested, f"slices nest on track {track}: {(b0, b1)} inside {(a0, a1)}"
         open_.append((b0, b1))
 
 

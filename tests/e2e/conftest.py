@@ -103,12 +103,27 @@ class Trainer:
                 pass
 
 
-@pytest.fixture
-def trainer_factory(tmp_path):
+def need_trainer_tools() -> None:
+    """Skip, saying which, where a real trainer cannot run here: torch or py-spy missing."""
     if not _have_torch():
         pytest.skip("torch not installed (pip install torch==2.13.0)")
     if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
         pytest.skip("py-spy not installed")
+
+
+def torchrun_cmd() -> list[str]:
+    """torchrun: the console script next to this interpreter (under `make test` .venv/bin
+    is not on PATH; and not a pyenv shim, which is bash); python -m torch.distributed.run
+    is the same launcher where the script is missing."""
+    script = Path(sys.executable).parent / "torchrun"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "torch.distributed.run"]
+
+
+@pytest.fixture
+def trainer_factory(tmp_path):
+    need_trainer_tools()
     made: list[Trainer] = []
 
     def make(scenario: str, seconds: float, *extra: str, env: dict | None = None) -> Trainer:
@@ -129,18 +144,11 @@ def trainer_factory(tmp_path):
 # between the tests that share it.
 
 
-def _need_trainer_tools() -> None:
-    if not _have_torch():
-        pytest.skip("torch not installed (pip install torch==2.13.0)")
-    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
-        pytest.skip("py-spy not installed")
-
-
 @pytest.fixture(scope="session")
 def starved_demo(tmp_path_factory) -> Path:
     """`sattui demo --headless --scenario starved` for 15 s: the real demo trainer, real
     py-spy, the SIMULATED card (test_demo.py, test_export_demo.py)."""
-    _need_trainer_tools()
+    need_trainer_tools()
     out = tmp_path_factory.mktemp("starved-demo") / "starved.jsonl"
     r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "15", "-o", str(out))
     assert r.returncode == 0, r.stderr
@@ -176,7 +184,7 @@ def demo_trainer_run(tmp_path_factory):
     def get(scenario: str, seconds: float, *args: str, rate_hz: str = "20", limit_s: float = 120) -> DemoRun:
         key = (scenario, str(seconds), rate_hz, *args)
         if key not in runs:
-            _need_trainer_tools()
+            need_trainer_tools()
             d = tmp_path_factory.mktemp(f"run-{scenario}")
             out, truth = d / "run.jsonl", d / "truth.jsonl"
             r = run_sattui("record", "-o", str(out), "--rate", rate_hz, "--duration", str(limit_s), "--",

@@ -5,15 +5,13 @@ does: low while its main thread waits for data, high while it computes."""
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from sattui.demo.launch import SCENARIOS
 from sattui.recording import RecordingReader, samples_from_record
-from tests.e2e.conftest import _have_torch, run_sattui
+from tests.e2e.conftest import need_trainer_tools, run_sattui
 
 pytestmark = pytest.mark.e2e
 
@@ -22,10 +20,7 @@ COMPUTE = ("forward", "backward", "optimizer")
 
 @pytest.fixture(autouse=True)
 def _needs_torch_and_py_spy():
-    if not _have_torch():
-        pytest.skip("torch not installed (pip install torch==2.13.0)")
-    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
-        pytest.skip("py-spy not installed")
+    need_trainer_tools()
 
 
 def _demo(tmp_path: Path, scenario: str, seconds: float = 15) -> tuple[dict, list[dict]]:

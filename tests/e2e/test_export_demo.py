@@ -4,15 +4,12 @@ exported with `sattui export --perfetto`: a valid trace that says what the repor
 from __future__ import annotations
 
 import json
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
 from sattui.export_perfetto import CARD_PID_BASE
 from sattui.recording import RecordingReader
-from tests.e2e.conftest import _have_torch, run_sattui
+from tests.e2e.conftest import need_trainer_tools, run_sattui
 from tests.perfetto_check import check_events, load_trace, shares, state_seconds
 
 pytestmark = pytest.mark.e2e
@@ -20,10 +17,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(autouse=True)
 def _needs_torch_and_py_spy():
-    if not _have_torch():
-        pytest.skip("torch not installed (pip install torch==2.13.0)")
-    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
-        pytest.skip("py-spy not installed")
+    need_trainer_tools()
 
 
 def test_demo_recording_exports_to_a_trace_matching_the_report(starved_demo, tmp_path):
@@ -33,7 +27,7 @@ def test_demo_recording_exports_to_a_trace_matching_the_report(starved_demo, tmp
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.startswith(f"sattui: wrote {out}: ")
     ev = load_trace(str(out))["traceEvents"]
-    check_events(ev)
+    check_events(ev, nested=False)
 
     rep = json.loads(run_sattui("report", str(rec), "--json").stdout)
     want = rep["trainer"]["states"]

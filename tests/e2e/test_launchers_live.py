@@ -8,7 +8,6 @@ import importlib.util
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +17,8 @@ import psutil
 import pytest
 
 from sattui.recording import RecordingReader
-from tests.e2e.conftest import REPO, _have_torch, run_sattui
+from tests.e2e.conftest import REPO, need_trainer_tools, run_sattui
+from tests.e2e.test_scenarios import pid_states
 
 pytestmark = pytest.mark.e2e
 PY = shlex.quote(sys.executable)
@@ -27,10 +27,7 @@ COMPUTE = ("forward", "backward", "optimizer")
 
 @pytest.fixture(autouse=True)
 def _needs_torch_and_py_spy():
-    if not _have_torch():
-        pytest.skip("torch not installed (pip install torch==2.13.0)")
-    if shutil.which("py-spy") is None and not (Path(sys.executable).parent / "py-spy").exists():
-        pytest.skip("py-spy not installed")
+    need_trainer_tools()
 
 
 def _records(path: Path) -> tuple[dict, list[dict]]:
@@ -63,19 +60,6 @@ def _report(path: Path) -> dict:
 def _printed_pids(text: str) -> list[int]:
     """The pids the demo trainers print of themselves: the truth sattui's pick is held to."""
     return [int(m) for m in re.findall(r"^(?:trainer|ddp rank \d+/\d+) pid (\d+)", text, re.M)]
-
-
-def _pid_states(recs: list[dict]) -> dict[int, dict[str, float]]:
-    """Each sampled pid's main-thread state shares (startup left out, as the report does):
-    the report sums every sampled main thread into one trainer.states."""
-    secs: dict[int, dict[str, float]] = {}
-    for r in recs:
-        if r["kind"] == "stacks":
-            for _t, dur, tid, _si, state in r["samples"]:
-                if tid == r["pid"] and state not in (None, "startup"):
-                    d = secs.setdefault(r["pid"], {})
-                    d[state] = d.get(state, 0.0) + dur
-    return {pid: {k: v / sum(d.values()) for k, v in d.items()} for pid, d in secs.items()}
 
 
 def _compute_bound(states: dict[str, float]) -> None:
@@ -201,7 +185,7 @@ def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
     # idle that rank 0 does not have, not as its leading state.
     states = rep["trainer"]["states"]
     assert max(states, key=states.get) == "collective" and "data_wait" not in states, states
-    per = _pid_states(recs)
+    per = pid_states(out)
     r0, r1 = per[said[0]], per[said[1]]
     assert max(r0, key=r0.get) == "collective", per
     assert max(r1, key=r1.get) in ("collective", "idle"), per

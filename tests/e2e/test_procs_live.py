@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from sattui.model import Event, ProcSample
 from sattui.trainer.procs import ProcessTree
+from tests.e2e.conftest import torchrun_cmd
 
 pytestmark = pytest.mark.e2e
 
@@ -25,16 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "procs"
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 SECRET = "sattui-e2e-" + secrets.token_hex(12)
-
-
-def _launcher(name: str) -> str | None:
-    """A console script of the test environment: the interpreter's own bin first (under
-    `make test` .venv/bin is not on PATH), then PATH."""
-    own = Path(sys.executable).parent / name
-    return str(own) if own.exists() else shutil.which(name)
-
-
-TORCHRUN = _launcher("torchrun")
 
 
 def _env() -> dict[str, str]:
@@ -227,10 +217,9 @@ def test_fake_torchrun_ranks_and_their_workers() -> None:
         w.kill_all(p)
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="needs torchrun (it comes with torch: pip install torch==2.13.0)")
+@needs_torch
 def test_real_torchrun_ranks() -> None:
-    assert TORCHRUN is not None
-    p = subprocess.Popen([TORCHRUN, "--standalone", "--nproc-per-node", "2",
+    p = subprocess.Popen([*torchrun_cmd(), "--standalone", "--nproc-per-node", "2",
                           str(FIXTURES / "sleep_rank.py"), "6"], cwd=ROOT, env=_env(),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     w = Watch(p.pid)

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import DemoRun, _have_torch, run_sattui
+from tests.e2e.conftest import torchrun_cmd as _torchrun
 
 pytestmark = pytest.mark.e2e
 
@@ -313,15 +314,6 @@ def test_S10_periodic_checkpoint(tmp_path):
 
 
 # --------------------------------------------------------------------------- S13a
-
-
-def _torchrun() -> list[str]:
-    # The console script next to this interpreter (not a pyenv shim, which is bash);
-    # python -m torch.distributed.run is the same launcher where the script is missing.
-    script = Path(sys.executable).parent / "torchrun"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "torch.distributed.run"]
 
 
 def test_S13a_ddp_straggler(tmp_path):

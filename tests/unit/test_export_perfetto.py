@@ -45,7 +45,7 @@ def _export(records, header=None):
         exp.add(r)
     exp.close()
     obj = json.loads(out.getvalue())
-    check_events(obj["traceEvents"])
+    check_events(obj["traceEvents"], nested=False)
     return obj
 
 
@@ -151,7 +151,7 @@ def test_fixture_recordings_export_to_valid_traces_that_agree_with_the_report(tm
     counts = export_perfetto(str(rec), str(out))
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
     ev = load_trace(str(out))["traceEvents"]
-    check_events(ev)
+    check_events(ev, nested=False)
     report, _ = build_report(str(rec))
     records = list(RecordingReader(str(rec)).records())
 
@@ -213,7 +213,7 @@ def test_an_existing_file_is_refused_unless_force_and_a_link_always(tmp_path):
     assert out.read_text() == "old"
     r = _cli("export", rec, "--perfetto", str(out), "--force")
     assert r.returncode == 0, r.stderr
-    check_events(load_trace(str(out))["traceEvents"])
+    check_events(load_trace(str(out))["traceEvents"], nested=False)
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
     # a planted link is never written through, not even with --force; nor a dangling one
     victim = tmp_path / "victim"
@@ -260,7 +260,7 @@ def test_nan_in_a_recording_never_makes_invalid_json(tmp_path):
     out = tmp_path / "o.json"
     export_perfetto(str(rec), str(out))
     ev = load_trace(str(out))["traceEvents"]  # strict: NaN/Infinity would fail here
-    check_events(ev)
+    check_events(ev, nested=False)
     assert [e["args"] for e in ev if e["ph"] == "C"] == [{"bytes": 5}]
     assert next(e for e in ev if e["ph"] == "i")["args"]["impact"] is None
 

@@ -187,3 +187,12 @@ def test_load_trace_rejects_nan_and_infinity_in_the_text(tmp_path, const):
 def test_load_trace_rejects_what_is_not_the_object_form(tmp_path, text, why):
     with pytest.raises(AssertionError, match=why):
         load_trace(_write(tmp_path, text))
+
+
+def test_nested_false_refuses_nesting_and_keeps_following_slices():
+    # sattui's exports: a thread is in one state at a time, so its slices never nest
+    check_events(_slices((0, 10), (10, 20), (25, 30)), nested=False)
+    with pytest.raises(AssertionError, match="slices nest on track"):
+        check_events(_slices((0, 100), (10, 20)), nested=False)
+    with pytest.raises(AssertionError, match="slices overlap on track"):
+        check_events(_slices((0, 10), (5, 15)), nested=False)
