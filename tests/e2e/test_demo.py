@@ -118,5 +118,6 @@ def test_healthy_demo_keeps_the_card_busy(tmp_path):
     mean = sum(utils) / len(utils)
     assert mean > 70, utils
     compute_util, compute_s = _util_during(spans, _card_windows(recs), COMPUTE)
-    assert compute_util > 80 and compute_s > 5
+    # Seconds of compute after torch's import: 4.2 s of the 15 on a loaded 2-core CI run.
+    assert compute_util > 80 and compute_s > 3, (compute_util, compute_s)
 

@@ -142,7 +142,7 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
 def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     out = tmp_path / "exec.jsonl"
     r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c",
-                   f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 8", timeout=180)
+                   f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 12", timeout=180)
     assert r.returncode == 0, r.stderr
     header, recs = _records(out)
     found = _found(recs)
@@ -152,7 +152,13 @@ def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     assert _stack_pids(recs) == {header["pid"]}
     rep = _report(out)
     assert [x["pid"] for x in rep["trainer"]["found"]] == [header["pid"]]
-    _compute_bound(rep["trainer"]["states"])
+    # On failure, say what the sampler saw: how many main-thread samples and its events.
+    seen = (sum(1 for x in recs if x["kind"] == "stacks"),
+            [(x.get("type"), x.get("reason", x.get("message"))) for x in recs if x["kind"] == "event"][:12])
+    try:
+        _compute_bound(rep["trainer"]["states"])
+    except AssertionError as e:
+        raise AssertionError(f"{e}; stacks records and events: {seen}") from None
 
 
 def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
