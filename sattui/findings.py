@@ -62,7 +62,9 @@ class Finding:
     ``impact`` is the share of the job's wall time (0–1) the fix would recover, as well
     as it can be estimated from outside; ``evidence`` holds the numbers behind the
     summary (JSON values only); ``card``/``rank`` say where, None for the whole job;
-    ``t`` is the moment judged (seconds on the session's clock).
+    ``t`` is the moment judged (seconds on the session's clock); ``impact_ci`` the
+    interval of the impact where the advisor has one (sattui/advisor/sequential.py),
+    ``since_s`` seconds after the judged window's start when it was first shown.
     """
 
     rule: str
@@ -74,6 +76,8 @@ class Finding:
     card: int | None = None
     rank: int | None = None
     t: float = 0.0
+    impact_ci: tuple[float, float] | None = None
+    since_s: float | None = None
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)
@@ -84,7 +88,9 @@ class Finding:
     def to_record(self) -> dict[str, Any]:
         return {"kind": "finding", "t": round(self.t, 3), "rule": self.rule, "severity": self.severity.value,
                 "impact": round(self.impact, 4), "summary": self.summary, "card": self.card, "rank": self.rank,
-                "evidence": self.evidence, "fix": self.fix}
+                "evidence": self.evidence, "fix": self.fix,
+                "impact_ci": None if self.impact_ci is None else [round(x, 4) for x in self.impact_ci],
+                "since_s": None if self.since_s is None else round(self.since_s, 1)}
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Finding:
@@ -100,11 +106,24 @@ class Finding:
                    impact=float(impact) if isinstance(impact, (int, float)) else 0.0,
                    summary=str(rec.get("summary") or ""), evidence=ev if isinstance(ev, dict) else {},
                    fix=str(rec.get("fix") or ""), card=_int_or_none(rec.get("card")),
-                   rank=_int_or_none(rec.get("rank")), t=float(rec.get("t") or 0.0))
+                   rank=_int_or_none(rec.get("rank")), t=float(rec.get("t") or 0.0),
+                   impact_ci=_interval_or_none(rec.get("impact_ci")), since_s=_float_or_none(rec.get("since_s")))
 
     def where(self) -> str:
         """``card 1 rank 0``, or "" for the whole job."""
         return " ".join(f"{k} {v}" for k, v in (("card", self.card), ("rank", self.rank)) if v is not None)
+
+
+def _float_or_none(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _interval_or_none(v: Any) -> tuple[float, float] | None:
+    if isinstance(v, list) and len(v) == 2:
+        lo, hi = (_float_or_none(x) for x in v)
+        if lo is not None and hi is not None and lo <= hi:
+            return lo, hi
+    return None
 
 
 def _int_or_none(v: Any) -> int | None:

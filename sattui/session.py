@@ -37,7 +37,11 @@ from sattui.safefile import check_output, open_output
 from sattui.sampler_status import SamplerStatus
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
 
-ADVISOR_PERIOD_S = 5.0
+ADVISOR_PERIOD_S = 1.0
+# Live, nothing to leave out after attach but the first py-spy chunk: a trainer started by
+# sattui spends its first seconds importing, which its stacks say (the ledger leaves
+# "startup" out), and one attached to with --pid is already training.
+LIVE_WARMUP_S = 1.0
 # Worker pids change every epoch without persistent workers; their series are dropped
 # this long after their last sample, so the number of series stays bounded.
 STALE_PROC_S = 600.0
@@ -422,16 +426,14 @@ def make_advisor(header: dict[str, Any]) -> Any | None:
         from sattui.advisor import Advisor, AdvisorContext
     except ImportError:
         return None
-    return Advisor(AdvisorContext.from_header(header))
+    return Advisor(AdvisorContext.from_header(header), warmup_s=LIVE_WARMUP_S)
 
 
 def advisor_lag_s() -> float:
-    """How far behind ``now`` to judge: py-spy chunks arrive ~2 s late (as ``report`` does)."""
-    try:
-        from sattui.advisor.judge import LAG_S
-    except ImportError:
-        return 4.0
-    return float(LAG_S)
+    """How far behind ``now`` to judge: not at all. py-spy's chunks arrive ~2 s late, and
+    the advisor's ledger settles each pid's bins as its samples arrive
+    (StackBinner.settled_t), so judging ``now`` costs no accuracy and no time."""
+    return 0.0
 
 
 def advisor_records(advisor: Any, timeline: Timeline, t: float) -> list[dict[str, Any]]:

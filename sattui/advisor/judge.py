@@ -19,6 +19,7 @@ the long window only, so memory is bounded whatever the recording's length.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,9 @@ from typing import Any
 from sattui.advisor.base import AdvisorContext, Finding, Verdict
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.ledger import JobLedger
-from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
+from sattui.advisor.rules_ledger import RULE_CAUSE
+from sattui.advisor.sequential import ShareInterval, ShareStream
+from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains, level_of
 from sattui.advisor.window import Window
 from sattui.feed import Feed
 from sattui.findings import Severity
@@ -99,8 +102,10 @@ class Judge:
         # Every one-second bin of the ledger, once, as the advisor finishes with it: the
         # whole run's accounting, in bounded memory.
         self.ledger = JobLedger()
+        # each bin's weight and cause shares, in time order: the whole run's intervals
+        self.bin_rows: list[tuple[float, dict[str, float]]] = []
         self.advisor = Advisor(self.ctx, window_s=window_s, long_window_s=long_window_s, warmup_s=warmup_s,
-                               on_ledger_bin=lambda _b, j: self.ledger.merge(j))
+                               on_ledger_bin=self._closed_bin)
         self.settings = {"every_s": every_s, "window_s": window_s, "long_window_s": long_window_s,
                          "warmup_s": warmup_s}
         self.meter = EfficiencyMeter(self.ctx.cards, from_t=warmup_s)
@@ -115,6 +120,19 @@ class Judge:
         self.job_cards: set[int] = set()
         self.last_no_data: Finding | None = None
         self._flushed = False
+
+    def _closed_bin(self, _b: int, j: JobLedger) -> None:
+        self.ledger.merge(j)
+        row = j.bin_weight_shares()
+        if row[0] > 0.0:
+            self.bin_rows.append(row)
+
+    def whole_run_interval(self, cause: str) -> ShareInterval | None:
+        """A cause's share of the whole run's ledger, with its interval."""
+        stream = ShareStream()
+        for w, shares in self.bin_rows:
+            stream.add(shares.get(cause, 0.0), w)
+        return stream.interval()
 
     def add(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
@@ -220,6 +238,11 @@ class Judge:
             findings.insert(0, {"rule": "no_data", "severity": "info", "impact": 0.0, "card": None, "rank": None,
                                 "summary": summary, "evidence": {}, "fix": nd.fix if nd else "", "first_t": None,
                                 "last_t": None, "evaluations": 0, "share": 0.0})
+        # Seconds of data the verdict needed: from the start of judging to the first time
+        # its finding was shown (None: never shown live, only in the whole run's ledger).
+        head = self.aggs.get((verdict["rule"], verdict["card"], verdict["rank"]))
+        verdict["decided_after_s"] = (round(max(0.0, head.first_t - self.settings["warmup_s"]), 1)
+                                      if head is not None and verdict["rule"] != "no_data" else None)
         cannot = [{"rule": r, "reason": why} for r, why in sorted(self.cannot.items(),
                                                                   key=lambda kv: PRECEDENCE.get(kv[0], 99))]
         return {"verdict": verdict, "findings": findings,
@@ -241,7 +264,9 @@ class Judge:
                 if spec.window != "ledger" or spec.fn is None:
                     continue
                 for f in spec.fn(lw, 1.0):
-                    whole[f.key()] = f
+                    gated = self._gated(f)
+                    if gated is not None:
+                        whole[f.key()] = gated
         out = []
         for d in findings:
             key = (d["rule"], d["card"], d["rank"])
@@ -250,7 +275,7 @@ class Judge:
                     continue  # the whole run does not bear it out
                 f = whole.pop(key)
                 d = {**d, "severity": f.severity, "impact": round(f.impact, 4), "summary": f.summary,
-                     "evidence": f.evidence, "fix": f.fix}
+                     "evidence": f.evidence, "fix": f.fix, "impact_ci": self._ci(f)}
             out.append(d)
         others = [Finding.from_record(d) for d in out]
         for f in whole.values():
@@ -258,11 +283,32 @@ class Judge:
                 continue  # e.g. the cards' idle time, unattributed, that a card rule explains
             out.append({"rule": f.rule, "severity": f.severity, "impact": round(f.impact, 4), "card": f.card,
                         "rank": f.rank, "summary": f.summary, "evidence": f.evidence, "fix": f.fix,
-                        "first_t": None, "last_t": None, "evaluations": 0, "share": 0.0})
+                        "first_t": None, "last_t": None, "evaluations": 0, "share": 0.0,
+                        "impact_ci": self._ci(f), "since_s": None})
         if any(SPECS.get(d["rule"]) is not None and SPECS[d["rule"]].category == "cause"
                and Severity(d["severity"]).at_least(Severity.MEDIUM) for d in out):
             out = [d for d in out if d["rule"] != "healthy"]
         return out
+
+    def _gated(self, f: Finding) -> Finding | None:
+        """A whole-run ledger finding at the severity its interval bears out (None: too
+        few bins for any; a rule with an interval of its own keeps its severity)."""
+        if f.impact_ci is not None:
+            return f
+        iv = self.whole_run_interval(RULE_CAUSE.get(f.rule, f.rule))
+        if iv is None:
+            return None
+        sure = level_of(iv.around(f.impact)[0])
+        if sure is None:
+            return None
+        return dataclasses.replace(f, severity=sure if sure.rank < f.severity.rank else f.severity)
+
+    def _ci(self, f: Finding) -> list[float] | None:
+        """A whole-run ledger finding's interval: its cause's, around its impact."""
+        if f.impact_ci is not None:
+            return [round(x, 4) for x in f.impact_ci]
+        iv = self.whole_run_interval(RULE_CAUSE.get(f.rule, f.rule))
+        return None if iv is None else [round(x, 4) for x in iv.around(f.impact)]
 
     @staticmethod
     def _ledger_headline(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -275,10 +321,13 @@ class Judge:
 
     def _finding_dict(self, agg: _Agg) -> dict[str, Any]:
         best = agg.best or agg.first
+        since = agg.first.since_s if agg.first.since_s is not None else agg.first_t - self.settings["warmup_s"]
         return {"rule": best.rule, "severity": best.severity, "impact": round(agg.mean_impact, 4),
                 "card": best.card, "rank": best.rank, "summary": best.summary, "evidence": best.evidence,
                 "fix": best.fix, "first_t": round(agg.first_t, 1), "last_t": round(agg.last_t, 1),
-                "evaluations": agg.n, "share": round(agg.n / self.evaluations, 4) if self.evaluations else 0.0}
+                "evaluations": agg.n, "share": round(agg.n / self.evaluations, 4) if self.evaluations else 0.0,
+                "impact_ci": None if best.impact_ci is None else [round(x, 4) for x in best.impact_ci],
+                "since_s": round(max(0.0, since), 1)}
 
 
 def judge_recording(path: str) -> dict[str, Any]:

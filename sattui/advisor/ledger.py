@@ -303,6 +303,18 @@ class JobLedger:
                 out[k] = out.get(k, 0.0) + v / r.wall_s / len(ranks)
         return out
 
+    def bin_weight_shares(self) -> tuple[float, dict[str, float]]:
+        """For a one-second bin: the seconds it covers (the mean over the cards, or the
+        ranks, that :meth:`cause_shares` reads) and each cause's share of them, on
+        :meth:`cause_shares`'s scale (the observations of sattui/advisor/sequential.py)."""
+        if self.gpu_job and any(c.wall_s > 0 for c in self.cards.values()):
+            walls = [c.wall_s for c in self.cards.values() if c.wall_s > 0]
+        else:
+            walls = [r.wall_s for r in self.ranks.values() if r.wall_s > 0]
+        if not walls:
+            return 0.0, {}
+        return sum(walls) / len(walls), self.cause_shares()
+
     def lost_share(self) -> float:
         return sum(v for k, v in self.cause_shares().items())
 
@@ -858,6 +870,10 @@ class LedgerBook:
         its counters after each evaluation, sattui/metrics/node.py)."""
         return sorted(((b, j) for b, j in self._bins.items() if from_bin is None or b >= from_bin),
                       key=lambda kv: kv[0])
+
+    def bin(self, b: int) -> JobLedger | None:
+        """Bin ``b``'s ledger while the book keeps it (None: not computed, or closed)."""
+        return self._bins.get(b)
 
     def window(self, t0: float, t1: float, gpu_job: bool = False) -> JobLedger:
         """The ledger over ``[t0, t1)``, without the ranks' steps (no rule reads them from

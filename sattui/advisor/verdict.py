@@ -1,42 +1,70 @@
 """The Advisor: runs every rule over the windows, applies hysteresis, suppression and
 precedence, and picks the headline (docs/rules.md: "How rules are evaluated", "Headline").
 
-Per evaluation (every ~5 s):
+Per evaluation (every second live):
 
 1. windows: W = the last 30 s, W_L = the last 300 s, both cut at the end of the warm-up
-   (the first 10 s after attach: imports, first allocations);
+   (what the caller asks: 1 s live, the report's 10 s for a recording that starts with the
+   trainer's imports);
 2. every rule whose signals exist runs on its window (raw findings);
-3. hysteresis per (rule, card, rank): raised after 2 consecutive evaluations over the
-   threshold, kept while over 0.8 × the threshold, cleared after 3 consecutive
-   evaluations below that (event-like rules — debug settings, anomalies — skip it);
+3. when to speak, per (rule, card, rank):
+   * a cause of lost time (the ledger's rules) carries an interval on its share
+     (sattui/advisor/sequential.py: autocorrelation accounted for, valid at every look);
+     it is shown at the severity its interval's lower end clears, raised as soon as the
+     lower end clears a higher threshold, and lowered only when the upper end falls below
+     its threshold: the interval is the hysteresis;
+   * the other rules (a card's own figures): raised once they fired for 5 s, kept while
+     over 0.8 × the threshold, cleared 10 s after they stopped (event-like rules — debug
+     settings, anomalies — skip it);
 4. suppression: a finding explained by another is dropped (a straggler explains the
    waiting cards' low SM activity and the cards' imbalance; throttling explains a
    straggler on the same card; a degraded link explains PCIe-boundness; an allocator
    sawtooth or worker respawns explain periodic stalls that coincide; any cause
    ≥ medium explains "starved, cause unknown");
 5. headline: the top cause ≥ medium by (severity, impact, precedence); else, while a
-   cause ≥ medium fired but is not raised yet, no_data ("confirming"); else "healthy"
-   when its condition holds; else the top remaining finding; else no_data.
+   cause ≥ medium fired but its interval does not clear yet, no_data ("judging: data
+   wait leads, 62–91 %, 4 s"); else "healthy" when its condition holds; else the top
+   remaining finding; else no_data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
-from sattui.advisor.base import AdvisorContext, Finding, Verdict, severity_for
+from sattui.advisor.base import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.ledger import JobLedger, LedgerBook
+from sattui.advisor.rules_ledger import CAUSE_WORDS, RULE_CAUSE, SHOWN_FROM
 from sattui.advisor.rules_system import healthy, no_data
+from sattui.advisor.sequential import ShareInterval, ShareStream
 from sattui.advisor.window import StackBinner, Window
+from sattui.findings import Severity
 from sattui.timeline import Timeline
 
 RuleFn = Callable[[Window, float], list[Finding]]
 
-RAISE_AFTER = 2
-CLEAR_AFTER = 3
+# The card rules' hysteresis, in seconds (it was two evaluations 5 s apart to raise, three
+# to clear: the same at any evaluation period).
+RAISE_AFTER_S = 5.0
+CLEAR_AFTER_S = 10.0
 HOLD_RELAX = 0.8
+# A cause's severity from its interval: each level's threshold (rules_ledger: shown from 3 %).
+LEVELS = ((Severity.HIGH, HIGH_IMPACT), (Severity.MEDIUM, MEDIUM_IMPACT), (Severity.LOW, SHOWN_FROM))
+
+
+def level_of(share: float) -> Severity | None:
+    """The highest severity whose threshold ``share`` reaches (None: under every one)."""
+    for sev, thr in LEVELS:
+        if share >= thr - 1e-12:
+            return sev
+    return None
+
+
+def _min_sev(a: Severity, b: Severity) -> Severity:
+    return a if a.rank <= b.rank else b
 
 
 @dataclass(frozen=True)
@@ -190,11 +218,12 @@ def cannot_judge(w: Window) -> dict[str, str]:
 
 @dataclass
 class _Hyst:
-    on: int = 0
-    off: int = 0
+    on_since: float | None = None   # fired continuously since (card rules)
+    off_since: float | None = None  # stopped firing since
     active: bool = False
     last: Finding | None = None
-
+    level: Severity | None = None   # a cause's level from its interval
+    held_since: float | None = None  # shown since
 
 class Advisor:
     """Evaluates the rules over a Timeline; keeps the hysteresis state between calls.
@@ -206,14 +235,15 @@ class Advisor:
     Timeline that say stacks will not come (no permission …) are noted on it.
     """
 
-    EVERY_S = 5.0
+    EVERY_S = 1.0
     WINDOW_S = 30.0
     # The ledger's causes are judged over the last two minutes: long enough for an
     # evaluation pass or a worker restart every few steps to show at its true share,
     # short enough that a fix shows within a couple of minutes.
     LEDGER_WINDOW_S = 120.0
-    # Evidence: a cause is judged on at least this many seconds of the ledger.
-    LEDGER_MIN_S = 20.0
+    # Evidence: how much is enough is the intervals' to say (sequential.py); the ledger
+    # is handed to the rules from its first settled bins.
+    LEDGER_MIN_S = 0.0
 
     def __init__(self, ctx: AdvisorContext, window_s: float = 30.0, long_window_s: float = 300.0,
                  warmup_s: float = 10.0, ledger_window_s: float = LEDGER_WINDOW_S,
@@ -229,6 +259,9 @@ class Advisor:
         self.ledger_s = 0.0  # the longest rank's or card's settled seconds in the latest ledger window
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
+        # each settled bin's weight and cause shares, computed once (sequential.py's observations)
+        self._bin_shares: dict[int, tuple[float, dict[str, float]]] = {}
+        self.intervals: dict[str, ShareInterval] = {}  # of the latest evaluation, by ledger cause
 
     def windows(self, timeline: Timeline, t_now: float) -> tuple[Window, Window]:
         start = self.warmup_s
@@ -238,15 +271,44 @@ class Advisor:
 
     def ledger_window(self, timeline: Timeline, t_now: float, w: Window, wl: Window) -> Window:
         """The Window the ledger's rules read, with the ledger of its settled bins."""
-        settled = t_now - StackBinner.LAG_S
+        pids = [p for p in w.trainer_pids if timeline.series("stack", p) is not None]
+        settled = min((StackBinner.settled_t(timeline, p, t_now) for p in pids), default=t_now - StackBinner.LAG_S)
         self.book.update(w, wl, settled)
         lw = Window(timeline, self.ctx, max(t_now - self.ledger_window_s, self.warmup_s), t_now, binner=self._binner,
                     like=w)
         job = self.book.window(lw.t0, settled, gpu_job=w.gpu_job)
         self.ledger_s = max([r.wall_s for r in job.ranks.values()] + [c.wall_s for c in job.cards.values()],
                             default=0.0)
-        lw.ledger = job if self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
+        lw.ledger = job if self.ledger_s > 0.0 and self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
+        self.intervals = self._cause_intervals(lw.t0, settled)
         return lw
+
+    def _cause_intervals(self, t0: float, t1: float) -> dict[str, ShareInterval]:
+        """Each ledger cause's share over the ledger window's settled bins, with its
+        interval (the bins' own shares are the observations)."""
+        lo, hi = math.floor(t0), math.floor(t1)
+        for b in [b for b in self._bin_shares if b < lo]:
+            del self._bin_shares[b]
+        rows: list[tuple[float, dict[str, float]]] = []
+        for b in range(lo, hi):
+            got = self._bin_shares.get(b)
+            if got is None:
+                j = self.book.bin(b)
+                if j is None:
+                    continue
+                got = self._bin_shares[b] = j.bin_weight_shares()
+            if got[0] > 0.0:
+                rows.append(got)
+        causes = {c for _, sh in rows for c in sh}
+        out = {}
+        for c in causes:
+            stream = ShareStream()
+            for w, sh in rows:
+                stream.add(sh.get(c, 0.0), w)
+            iv = stream.interval()
+            if iv is not None:
+                out[c] = iv
+        return out
 
     def flush_ledger(self, timeline: Timeline, t_end: float) -> None:
         """At the end of a recording: the last bins (those the lag held back) and every
@@ -290,7 +352,7 @@ class Advisor:
                 continue
             for f in spec.fn(windows[spec.window], 1.0):
                 raw[f.key()] = job_scaled(f, len(w.job_cards)) if spec.per_card else f
-        active = self._hysteresis(raw, windows)
+        active = self._hysteresis(raw, windows, t_now)
         for f in active:
             f.t = t_now
 
@@ -304,84 +366,159 @@ class Advisor:
         kept.sort(key=rank_key)
 
         blocking = [f for f in kept if SPECS[f.rule].category == "cause" and f.severity.at_least("medium")]
-        # A cause at medium or above that fired but is not raised yet (hysteresis) is still
-        # a cause: "healthy" beside it would be withdrawn an evaluation later.
-        active_keys = {f.key() for f in active}
-        confirming = any(k not in active_keys and SPECS[f.rule].category == "cause" and f.severity.at_least("medium")
-                         for k, f in raw.items())
-        h = None if blocking or confirming else healthy(w)
+        # A cause whose share reads medium or above but whose interval does not clear it
+        # yet is still a cause: "healthy" beside it would be withdrawn a moment later.
+        shown = {f.key() for f in kept if f.severity.at_least("medium")}
+        pending = [f for k, f in raw.items() if k not in shown and SPECS[f.rule].category == "cause"
+                   and f.severity.at_least("medium")]
+        h = None if blocking or pending else healthy(w)
         if h is not None:
             h.t = t_now
+            h.since_s = self._held_since(("healthy", None, None), t_now)
+        else:
+            self._hyst.pop(("healthy", None, None), None)
         if blocking:
             headline = blocking[0]
         elif h is not None:
             headline = h
-        elif kept and not confirming:
+        elif kept and not pending:
             headline = kept[0]
         else:
-            headline = self._inconclusive(t_now, w, lw)
+            headline = self._inconclusive(t_now, w, lw, pending)
         findings = kept + ([h] if h is not None else [])
         if headline not in findings:
             findings.insert(0, headline)
         return Verdict(headline, findings, t=t_now, cannot_judge=cannot_judge(w))
 
-    def _inconclusive(self, t_now: float, w: Window, lw: Window) -> Finding:
-        """The headline when no finding stands: say what is still coming, if anything. The
-        ledger's rules (most causes) need LEDGER_MIN_S of settled seconds, which lag the
-        stacks by StackBinner.LAG_S; a rule that fired once is raised at its second firing.
-        Until then "nothing conclusive" would tell a starved job's user nothing is wrong."""
+    def _held_since(self, key: tuple[str, int | None, int | None], t_now: float) -> float:
+        st = self._hyst.setdefault(key, _Hyst(active=True))
+        if st.held_since is None:
+            st.held_since = t_now
+        return st.held_since - self.warmup_s
+
+    def interval_of(self, f: Finding) -> ShareInterval | None:
+        """The interval behind a ledger rule's finding (its cause's share), if any."""
+        if SPECS[f.rule].window != "ledger":
+            return None
+        return self.intervals.get(RULE_CAUSE.get(f.rule, f.rule))
+
+    def _inconclusive(self, t_now: float, w: Window, lw: Window, pending: list[Finding]) -> Finding:
+        """The headline when no finding stands: say what is still coming, if anything —
+        which cause leads and how sure that is so far, never a bare "no data" while
+        samples flow."""
         u = w.job_util
         ev: dict[str, object] = {"util": None if u is None else round(u, 1)}
-        filling = t_now - self.warmup_s <= self.LEDGER_MIN_S + 2 * StackBinner.LAG_S
-        if lw.ledger is None and 0.0 < self.ledger_s and filling:
-            ev["ledger_s"] = round(self.ledger_s, 1)
-            return no_data(t_now, f"collecting: the time ledger has {self.ledger_s:.0f} s of the "
-                                  f"{self.LEDGER_MIN_S:.0f} s it judges from (stacks settle {StackBinner.LAG_S:.0f} s "
-                                  f"late)", ev)
-        pending = sorted({k[0] for k, st in self._hyst.items() if not st.active and SPECS[k[0]].category == "cause"})
         if pending:
-            ev["pending"] = pending
-            return no_data(t_now, f"confirming: {', '.join(pending)} fired once; a finding is raised when it "
-                                  f"holds for {RAISE_AFTER} evaluations in a row", ev)
+            lead = max(pending, key=lambda f: f.impact)
+            ev["pending"] = sorted({f.rule for f in pending})
+            ev["leading"] = lead.rule
+            iv = self.interval_of(lead)
+            cause = RULE_CAUSE.get(lead.rule, lead.rule)
+            words = CAUSE_WORDS.get(cause, lead.rule.replace("_", " "))
+            if iv is not None:
+                lo, hi = iv.around(lead.impact)
+                ev["leading_ci"] = [round(lo, 4), round(hi, 4)]
+                ev["ledger_s"] = round(iv.seconds, 1)
+                return no_data(t_now, f"judging: {words} leads, {lo * 100:.0f}–{hi * 100:.0f} % "
+                                      f"after {iv.seconds:.0f} s", ev)
+            return no_data(t_now, f"judging: {words} leads ({lead.impact * 100:.0f} %), gathering evidence", ev)
+        if lw.ledger is None and w.judged_pids:
+            ev["ledger_s"] = round(self.ledger_s, 1)
+            return no_data(t_now, f"judging: stacks settle as they arrive; {self.ledger_s:.0f} s of the time "
+                                  f"ledger so far", ev)
         return no_data(t_now, "nothing conclusive: no rule fired" +
                        (f" and the cards are not saturated ({u:.0f}% util)" if u is not None else ""), ev)
 
     def _hysteresis(self, raw: dict[tuple[str, int | None, int | None], Finding],
-                    windows: dict[str, Window]) -> list[Finding]:
+                    windows: dict[str, Window], t_now: float) -> list[Finding]:
+        """The findings shown at ``t_now``: causes by their intervals, the rest by time
+        (the module's docstring, step 3)."""
         held_cache: dict[str, dict[tuple[str, int | None, int | None], Finding]] = {}
         out = []
-        for key, f in raw.items():
-            st = self._hyst.setdefault(key, _Hyst())
-            st.on += 1
-            st.off = 0
-            st.last = f
-            if not SPECS[f.rule].hysteresis or st.on >= RAISE_AFTER:
-                st.active = True
-        for key, st in list(self._hyst.items()):
+        for key in set(raw) | set(self._hyst):
+            if key[0] == "healthy":
+                continue
             spec = SPECS[key[0]]
-            if key in raw:
-                if st.active:
-                    out.append(raw[key])
+            f = raw.get(key)
+            st = self._hyst.get(key)
+            if st is None:
+                st = self._hyst[key] = _Hyst()
+            basis = f if f is not None else st.last
+            iv = self.interval_of(basis) if basis is not None else None
+            if iv is not None and spec.hysteresis:
+                shown = self._by_interval(st, f, iv, t_now)
+            else:
+                shown = self._by_time(st, spec, key, f, windows, held_cache, t_now)
+            if shown is None:
+                if not st.active and f is None:
+                    del self._hyst[key]
                 continue
-            st.on = 0
-            if not st.active or not spec.hysteresis:
-                del self._hyst[key]
-                continue
-            if spec.id not in held_cache:
-                assert spec.fn is not None
-                held_cache[spec.id] = {
-                    f.key(): job_scaled(f, len(windows["short"].job_cards)) if spec.per_card else f
-                    for f in spec.fn(windows[spec.window], HOLD_RELAX)}
-            held = held_cache[spec.id].get(key)
-            if held is not None:
-                st.off = 0
-                st.last = held
-                out.append(held)
-                continue
-            st.off += 1
-            if st.off >= CLEAR_AFTER:
-                del self._hyst[key]
-                continue
-            assert st.last is not None
-            out.append(dataclasses.replace(st.last, evidence={**st.last.evidence, "fading": True}))
+            out.append(shown)
         return out
+
+    def _by_interval(self, st: _Hyst, f: Finding | None, iv: ShareInterval, t_now: float) -> Finding | None:
+        if f is not None:
+            lo, hi = iv.around(f.impact)
+            st.last = f
+        else:
+            # the rule no longer fires (under its 3 %): its cause's interval says how far
+            lo, hi = iv.lo, iv.hi
+        sure, could = level_of(lo), level_of(hi)
+        if st.level is None:
+            st.level = sure
+        elif sure is not None and sure.rank > st.level.rank:
+            st.level = sure
+        elif could is None or could.rank < st.level.rank:
+            st.level = could
+        if st.level is None or st.last is None:
+            st.active = False
+            st.level = None
+            st.held_since = None
+            return None
+        st.active = True
+        if st.held_since is None:
+            st.held_since = t_now
+        base = f if f is not None else dataclasses.replace(
+            st.last, impact=iv.share, evidence={**st.last.evidence, "fading": True})
+        ev = {**base.evidence, "seconds": round(iv.seconds, 1), "bins": iv.bins, "n_eff": round(iv.n_eff, 1)}
+        return dataclasses.replace(base, severity=_min_sev(st.level, base.severity), impact_ci=(lo, hi),
+                                   since_s=st.held_since - self.warmup_s, evidence=ev)
+
+    def _by_time(self, st: _Hyst, spec: RuleSpec, key: tuple[str, int | None, int | None], f: Finding | None,
+                 windows: dict[str, Window], held_cache: dict[str, dict[tuple[str, int | None, int | None], Finding]],
+                 t_now: float) -> Finding | None:
+        if f is not None:
+            st.off_since = None
+            if st.on_since is None:
+                st.on_since = t_now
+            st.last = f
+            if not spec.hysteresis or t_now - st.on_since >= RAISE_AFTER_S - 1e-6:
+                st.active = True
+            if not st.active:
+                return None
+            if st.held_since is None:
+                st.held_since = t_now
+            return dataclasses.replace(f, since_s=st.held_since - self.warmup_s)
+        st.on_since = None
+        if not st.active or not spec.hysteresis:
+            st.active = False
+            return None
+        if spec.id not in held_cache:
+            assert spec.fn is not None
+            held_cache[spec.id] = {
+                g.key(): job_scaled(g, len(windows["short"].job_cards)) if spec.per_card else g
+                for g in spec.fn(windows[spec.window], HOLD_RELAX)}
+        held = held_cache[spec.id].get(key)
+        since = None if st.held_since is None else st.held_since - self.warmup_s
+        if held is not None:
+            st.off_since = None
+            st.last = held
+            return dataclasses.replace(held, since_s=since)
+        if st.off_since is None:
+            st.off_since = t_now
+        if t_now - st.off_since >= CLEAR_AFTER_S - 1e-6:
+            st.active = False
+            st.held_since = None
+            return None
+        assert st.last is not None
+        return dataclasses.replace(st.last, evidence={**st.last.evidence, "fading": True}, since_s=since)

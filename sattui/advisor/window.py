@@ -28,11 +28,13 @@ from sattui.timeline import Timeline
 if TYPE_CHECKING:
     from sattui.advisor.ledger import JobLedger
 
-# docs/rules.md ("How rules are evaluated"), minimum evidence: ≥ 20 s of card samples and ≥ 300
-# main-thread stack samples in the window (at the sampling rate; spans count as
-# dur × rate samples).
-MIN_CARD_S = 20.0
-MIN_STACK_SAMPLES = 300
+# docs/rules.md ("How rules are evaluated"), minimum evidence for the window's own rules: ≥ 10 s
+# of card samples and ≥ 60 main-thread stack samples (at the sampling rate; spans count as
+# dur × rate samples). The causes of lost time need no such floor: their intervals say when
+# the ledger's bins are enough (sattui/advisor/sequential.py); this only keeps a card rule
+# from reading three samples.
+MIN_CARD_S = 10.0
+MIN_STACK_SAMPLES = 60
 # py-spy spans are at most a chunk long (2 s by default); look back this far for spans
 # that began before a window and run into it.
 SPAN_LOOKBACK_S = 10.0
@@ -332,14 +334,26 @@ class StackBinner:
     """
 
     LAG_S = 6.0
+    # py-spy's chunks arrive in order, each pid's as one stream: once a sample at t has
+    # arrived, everything before it has. A bin settles one second after the newest sample
+    # the Timeline holds for its pid (the sample's own bin may still grow), and at the
+    # latest LAG_S after the evaluation time (a pid whose samples stopped coming).
+    MIN_LAG_S = 1.0
 
     def __init__(self) -> None:
         self._bins: dict[int, dict[int, dict[str, float]]] = {}
         self._done: dict[int, float] = {}
 
+    @classmethod
+    def settled_t(cls, timeline: Timeline, pid: int, t1: float) -> float:
+        """Up to when ``pid``'s stacks have all arrived, judged at ``t1``."""
+        ring = timeline.series("stack", pid)
+        newest = ring[-1].t if ring is not None and len(ring) else -math.inf
+        return max(t1 - cls.LAG_S, min(t1 - cls.MIN_LAG_S, newest - cls.MIN_LAG_S))
+
     def bins(self, timeline: Timeline, pid: int, t0: float, t1: float) -> dict[int, dict[str, float]]:
         store = self._bins.setdefault(pid, {})
-        settled = math.floor(t1 - self.LAG_S)
+        settled = math.floor(self.settled_t(timeline, pid, t1))
         done = self._done.get(pid)
         # Spans are taken by their start; the first time, also those begun before the first
         # bin that run into it (a 1.6-s data wait from 9.4 s is most of bin 10), or the
@@ -569,9 +583,7 @@ class Window:
         if st is None:
             return False
         rate = self.ctx.stack_rate_hz or DEFAULT_STACK_RATE_HZ
-        # 300 samples, or 20 s of sampled time when that is less: at the default 10 Hz,
-        # 300 samples would need the whole 30 s window and nothing would ever be judged
-        # on a window with one py-spy restart in it.
+        # 60 samples, or MIN_CARD_S of sampled time when that is less (a low rate).
         return st.total_s >= 0.95 * min(MIN_STACK_SAMPLES / rate, MIN_CARD_S)
 
     @cached_property

@@ -104,7 +104,8 @@ _FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "finding": {
         "rule": (_str, True), "severity": (_str, True), "impact": (_NUM, False), "summary": (_STR, False),
         "card": (_INT, False), "rank": (_INT, False), "evidence": (_nullable(_dict_of(lambda v: True)), False),
-        "fix": (_STR, False),
+        "fix": (_STR, False), "since_s": (_NUM, False),
+        "impact_ci": (_nullable(_list_of(lambda v: type(v) in (int, float))), False),
     },
     "stacks": {
         "t_end": (_num, True), "pid": (_int, True), "rate_hz": (_NUM, False), "errors": (_INT, False),
