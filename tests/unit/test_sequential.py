@@ -1,0 +1,91 @@
+"""The sequential rule (sattui/advisor/sequential.py) on simulated autocorrelated streams:
+a main thread that alternates between waiting and working in runs of random length (the
+waits of a data-starved loop at step scale), binned into one-second shares as the ledger
+bins them, judged every second as the live advisor judges them."""
+
+from __future__ import annotations
+
+import random
+
+from sattui.advisor.sequential import MIN_BINS, ShareStream, share_interval
+
+
+def _bins(rng: random.Random, share: float, wait_mean_s: float, seconds: int) -> list[float]:
+    """One stream's per-second shares of the waiting state: alternating exponential runs
+    with the given mean wait, the working runs' mean set so the long-run share is ``share``."""
+    work_mean_s = wait_mean_s * (1.0 - share) / share
+    bins = [0.0] * seconds
+    t, waiting = 0.0, rng.random() < share
+    while t < seconds:
+        d = rng.expovariate(1.0 / (wait_mean_s if waiting else work_mean_s))
+        if waiting:
+            a, z = t, min(float(seconds), t + d)
+            while a < z:
+                b = int(a)
+                e = min(z, b + 1.0)
+                bins[b] += e - a
+                a = e
+        t += d
+        waiting = not waiting
+    return bins
+
+
+def _first_crossing(bins: list[float], threshold: float) -> int | None:
+    s = ShareStream()
+    for i, x in enumerate(bins):
+        s.add(x, 1.0)
+        iv = s.interval()
+        if iv is not None and iv.lo >= threshold:
+            return i + 1
+    return None
+
+
+def _run(share: float, threshold: float, wait_mean_s: float, streams: int, seconds: int = 120):
+    rng = random.Random(20261203)
+    hits = [_first_crossing(_bins(rng, share, wait_mean_s, seconds), threshold) for _ in range(streams)]
+    times = sorted(h for h in hits if h is not None)
+    return len(times) / streams, times
+
+
+def test_false_alarms_just_under_the_high_threshold_stay_under_one_percent():
+    # 10,000 two-minute streams at a true share of 19 % (high is 20 %), data waits of 0.3 s:
+    # judged every second, the lower end of the interval crosses 20 % in at most 1 %.
+    rate, _ = _run(0.19, 0.20, 0.3, 10_000)
+    assert rate <= 0.01, rate
+
+
+def test_false_alarms_just_under_the_medium_threshold_stay_under_one_percent():
+    rate, _ = _run(0.045, 0.05, 0.5, 4_000)
+    assert rate <= 0.01, rate
+
+
+def test_time_to_decide_at_ninety_and_thirty_percent():
+    # 90 %: sure it is over 20 % within 5 s for nearly every stream; 30 %: sure it is over
+    # 5 % (medium, so it can lead the headline) in about half a minute of such irregular waits
+    rate90, t90 = _run(0.90, 0.20, 0.5, 1_000, seconds=30)
+    assert rate90 == 1.0 and t90[len(t90) // 2] <= MIN_BINS + 1 and t90[int(len(t90) * 0.9)] <= 6, t90[-10:]
+    rate30, t30 = _run(0.30, 0.05, 0.5, 1_000)
+    assert rate30 >= 0.99 and t30[len(t30) // 2] <= 35, t30[len(t30) // 2]
+
+
+def test_the_interval_narrows_as_steady_bins_come_and_a_long_run_is_one_observation():
+    steady = [share_interval([0.3] * n, [1.0] * n) for n in (4, 10, 40)]
+    assert all(iv is not None for iv in steady)
+    widths = [iv.hi - iv.lo for iv in steady if iv is not None]
+    assert widths == sorted(widths, reverse=True) and widths[-1] < 0.15
+    # four seconds of one unbroken wait are one piece of evidence: no interval yet
+    assert share_interval([1.0, 1.0, 1.0, 1.0], [1.0] * 4) is None
+    assert share_interval([0.3] * (MIN_BINS - 1), [1.0] * (MIN_BINS - 1)) is None
+
+
+def test_a_sliding_window_keeps_exact_sums():
+    rng = random.Random(7)
+    xs = [rng.random() for _ in range(50)]
+    s = ShareStream()
+    for x in xs:
+        s.add(x, 1.0)
+    for _ in range(20):
+        s.drop_oldest()
+    a, b = s.interval(), share_interval(xs[20:], [1.0] * 30)
+    assert a is not None and b is not None
+    assert abs(a.share - b.share) < 1e-9 and abs(a.lo - b.lo) < 1e-9 and a.n_eff == b.n_eff
