@@ -143,7 +143,7 @@ def test_a_card_that_does_not_list_the_trainer_makes_a_cpu_job():
 
 
 def test_minimum_evidence():
-    k = TL().cards(t0=0, t1=15, util=50.0).main()
-    assert not k.window(t0=0, t1=30).cards_ok  # 15 s of card samples in a 30 s window
-    k.stacks({"forward": 1.0}, t0=0, t1=10)
-    assert k.window(t0=0, t1=30).judged_pids == []  # 10 s at 20 Hz = 200 samples < 300
+    k = TL().cards(t0=0, t1=8, util=50.0).main()
+    assert not k.window(t0=0, t1=30).cards_ok  # 8 s of card samples in a 30 s window (10 needed)
+    k.stacks({"forward": 1.0}, t0=0, t1=2.5)
+    assert k.window(t0=0, t1=30).judged_pids == []  # 2.5 s at 20 Hz = 50 samples < 60
