@@ -639,6 +639,8 @@ class ProcessTree:
             started = [k for k in kids if k.role == "rank" or k.spawn_rank or k.trainer]
             if started:
                 same = any(k.cmdline == parent.cmdline for k in started)
+                if not same and any(c in members and members[c].name == WORKER_COMM for c in parent.children):
+                    continue  # it iterates a DataLoader itself: a trainer, not only a waiting parent
                 parent.starts_ranks = "self" if same else "other"
 
     def _visit(self, pid: int, st: _Stat, t: float, mono: float, first: bool, seen: set[int],
