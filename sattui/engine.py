@@ -38,7 +38,7 @@ from sattui.timeline import Clock
 from sattui.trainer.classifier import classify
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
-from sattui.trainer.worker_stacks import WorkerStackSampler
+from sattui.trainer.worker_stacks import WorkerStackSampler, dump_main_stack
 from sattui.vendors.base import Backend
 
 DEFAULT_INTERVAL_S = 1.0
@@ -111,7 +111,10 @@ class Engine:
     def open(self) -> dict[str, Any]:
         from sattui.vendors.base import open_backend
 
-        self.tree = ProcessTree(self.pid, self.clock) if self.pid is not None else None
+        # with stacks sampled, the tree may look once at a spawned child's stack to tell an
+        # mp.spawn rank from a DataLoader worker (sattui/trainer/procs.py)
+        probe = dump_main_stack if self.stacks else None
+        self.tree = ProcessTree(self.pid, self.clock, stack_probe=probe) if self.pid is not None else None
         if self.tree is not None:
             self.pid = self.tree.pid
         self.info = self.tree.info() if self.tree is not None else {}
@@ -307,8 +310,13 @@ class Engine:
         assert tree is not None
         # The trainer itself, or, under a launcher (a shell, torchrun, accelerate …), the
         # trainers found below it: the launcher only waits on them.
-        for pid in tree.trainer_pids():
+        pids = tree.trainer_pids()
+        for pid in pids:
             self._start_sampler(pid)
+        for pid in [p for p in self.samplers if p not in pids and tree.role(p) == "other"]:
+            # it started the ranks and only waits for them (mp.spawn's parent): its idle
+            # main thread is no training loop
+            self.samplers.pop(pid).stop()
 
     def main_sampler(self) -> StackSampler | None:
         """The sampler of the trainer (or of its lowest rank, or of the trainer found

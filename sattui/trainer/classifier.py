@@ -15,6 +15,9 @@ predicate), and :func:`classify` walks it in five passes:
    every ``Optimizer`` call goes through ``torch/_dynamo/eval_frame.py``). Torch frames that
    match no row (``torch/_compile.py``, ``torch/autograd/profiler.py``, ``no_grad``
    decorators, ``mp.spawn``'s ``_wrap``) are transparent wrappers.
+   One exception: an ``optimizer`` anchor calls a closure back (``optimizer.step(closure)``:
+   Lightning's automatic optimization, LBFGS); the outermost other anchor inside it (forward,
+   backward, data, zero_grad …) wins, so the optimizer keeps only its own update.
    Then, with ``cuda=True`` only, the innermost *user* source line refines it: ``.item(``,
    ``.cpu(`` … is an implicit ``sync``, ``.to(``/``.cuda(``/``.copy_(`` a ``h2d_copy``
    (C ops add no Python frame, so the user line is where the thread is).
@@ -278,6 +281,11 @@ _BY_PHASE: dict[str, tuple[Rule, ...]] = {
 }
 
 
+# Anchors that call user code back (a closure): a different anchor inside one wins.
+_CLOSURE_HOSTS = frozenset({"optimizer"})
+_IN_CLOSURE: tuple[Rule, ...] = tuple(r for r in _BY_PHASE["anchor"] if r.state not in _CLOSURE_HOSTS)
+
+
 def _rule_matches(rule: Rule, frames: Sequence[Frame], i: int) -> bool:
     if not _frame_in(frames[i], rule.files, rule.names):
         return False
@@ -318,6 +326,13 @@ def explain(frames: Sequence[Frame], *, source_line: SourceLine | None = None,
         if hit is not None:
             return hit
     anchor = _outermost(_BY_PHASE["anchor"], frames)
+    if anchor is not None and anchor.state in _CLOSURE_HOSTS and anchor.index:
+        # optimizer.step(closure) (Lightning's automatic optimization, LBFGS) runs forward
+        # and backward inside the step: the innermost phase the table knows is where the
+        # thread is; the optimizer's own update (outside the closure) stays optimizer.
+        inner = _outermost(_IN_CLOSURE, frames[:anchor.index])
+        if inner is not None:
+            anchor = inner
     line = _innermost_line(frames, source_line)
     if line is not None and cuda and (anchor is None or anchor.state not in _NOT_REFINED):
         for state, tokens in LINE_RULES:

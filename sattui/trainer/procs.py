@@ -12,11 +12,23 @@ Roles (``ProcSample.role``), decided in this order for every process found:
              are forks of it), or whose cmdline carries the spawn markers
              (``multiprocessing.spawn`` / ``--multiprocessing-fork``). Spawned workers
              import torch for several seconds before they rename.
-``rank``     a process whose start-up environ has ``RANK`` while its parent's has none
-             (or a different one): torchrun / elastic / deepspeed style ranks, the
-             launcher's children. ``rank`` = int(RANK). Also a spawn-marked child that
-             turns out to own DataLoader workers (``torch.multiprocessing.spawn`` DDP):
-             that one's rank is int(RANK) if its environ has it, else None.
+``rank``     a process whose start-up environ has ``RANK`` (else ``LOCAL_RANK``) while
+             its parent's has none (or a different one): torchrun / elastic / deepspeed
+             style ranks, the launcher's children, and the ranks a trainer starts itself
+             with a rank in the child's environment (Lightning's ``ddp`` launcher re-runs
+             its own command line with ``LOCAL_RANK=1..``; ``multiprocessing`` or
+             ``subprocess`` with ``RANK`` set). ``rank`` = int(RANK or LOCAL_RANK).
+             ``torch.multiprocessing.spawn`` children (also Lightning's ``ddp_spawn``)
+             carry no rank of their own: their command line is spawn's, like a spawned
+             DataLoader worker's before it renames. Such a child is a rank when one
+             ``py-spy dump`` of it shows ``_wrap`` of ``torch/multiprocessing/spawn.py``
+             on its main thread (a worker runs ``_worker_loop`` of
+             ``torch/utils/data/_utils/worker.py`` and renames itself), or when it owns
+             DataLoader workers; its rank is its place among its parent's spawn ranks by
+             start time (spawn starts ranks 0..N-1 in order). A ``main`` whose rank
+             children run its own command line (Lightning ``ddp``) is itself a rank (its
+             RANK/LOCAL_RANK, else 0); one whose rank children run another command line
+             (``mp.spawn``'s parent, which only waits in ``join``) becomes ``other``.
 ``compile``  cmdline mentions ``torch/_inductor/compile_worker`` (and its children).
 ``pin``      not a process: the pin-memory THREAD (``/proc/PID/task/TID/comm`` ==
              ``pt_data_pin``) of main/rank/other processes. Its sample has pid = TID,
@@ -39,8 +51,10 @@ Known limits:
 * A pid given from inside a container's PID namespace cannot be mapped to ours in
   general; sattui must run in (or above) the trainer's namespace. ``nspid`` is shown
   for display and for matching NVML's host pids.
-* An ``mp.spawn`` rank without DataLoader workers looks exactly like a spawned worker
-  that has not renamed yet, and stays ``worker``.
+* An ``mp.spawn`` rank is told from a spawned worker by its stack, so only when stacks
+  are sampled (``stack_probe``; not with ``--no-stacks``): without, one that owns no
+  DataLoader workers stays ``worker``. Each undecided child is looked at once a tick,
+  at most ``SPAWN_PROBES`` times.
 * Environment is the one a process started with (``/proc/PID/environ``).
 
 Why ``/proc`` is parsed here instead of through psutil getters: one read of
@@ -60,7 +74,8 @@ from typing import Any
 import psutil
 
 from sattui.errors import TargetError
-from sattui.model import Event, ProcSample
+from sattui.frames import norm_path
+from sattui.model import Event, Frame, ProcSample
 from sattui.textsafe import clean, clean_argv
 from sattui.trainer.env import read_allowed_env
 from sattui.trainer.launchers import Candidate, Found, TrainerFinder, python_launcher
@@ -81,6 +96,13 @@ _FORKSERVER_MARKER = "multiprocessing.forkserver"
 _INFRA_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.semaphore_tracker",
                   _FORKSERVER_MARKER)
 _COMPILE_MARKERS = ("_inductor/compile_worker", "_inductor.compile_worker")
+# What a spawned child's main thread runs (py-spy's frames, innermost first): mp.spawn's
+# per-rank wrapper, or a DataLoader worker's loop.
+_SPAWN_RANK_FRAME = ("torch/multiprocessing/spawn.py", "_wrap")
+_WORKER_LOOP_FRAME = ("torch/utils/data/_utils/worker.py", "_worker_loop")
+# Looks at one undecided spawned child (one a tick): a spawned worker renames itself once
+# its imports are done (seconds), a rank shows _wrap as soon as its own code runs.
+SPAWN_PROBES = 60
 # Roles whose main thread's own CPU is recorded (cpu_main): the training loop's thread of a
 # trainer or rank, and a worker's fetch loop.
 _MAIN_THREAD_ROLES = ("main", "rank", "worker")
@@ -273,13 +295,39 @@ def is_launcher(comm: str, cmdline: list[str]) -> bool:
     return python_launcher(comm, cmdline) == "torchrun"
 
 
+# The environment variables that number a rank, first set wins: torchrun sets both,
+# Lightning's ``ddp`` launcher only LOCAL_RANK for the ranks it starts.
+RANK_ENV_VARS = ("RANK", "LOCAL_RANK")
+
+
+def env_rank_of(env: dict[str, str] | None) -> str | None:
+    """The raw rank value of a start-up environment (RANK, else LOCAL_RANK), None if unset."""
+    for var in RANK_ENV_VARS:
+        if env and var in env:
+            return env[var]
+    return None
+
+
 def rank_from_env(env: dict[str, str] | None) -> int | None:
-    if not env or "RANK" not in env:
+    raw = env_rank_of(env)
+    if raw is None:
         return None
     try:
-        return int(env["RANK"])
+        return int(raw)
     except ValueError:
         return None
+
+
+def spawn_target(frames: Iterable[Frame]) -> str | None:
+    """What a spawned child runs, from its main thread's frames: ``"rank"`` (mp.spawn's
+    ``_wrap``), ``"worker"`` (a DataLoader worker's loop), None (still starting, or
+    something else)."""
+    for f in frames:
+        path = norm_path(f.filename)
+        for (suffix, name), what in ((_SPAWN_RANK_FRAME, "rank"), (_WORKER_LOOP_FRAME, "worker")):
+            if f.name == name and (path == suffix or path.endswith("/" + suffix)):
+                return what
+    return None
 
 
 def role_of(
@@ -355,7 +403,7 @@ class _Member:
     pid: int
     start: int
     cmdline: list[str]
-    env_rank: str | None  # raw RANK from the start-up environ (None: unset/unreadable)
+    env_rank: str | None  # raw RANK/LOCAL_RANK of the start-up environ (None: unset/unreadable)
     nspid: int | None
     role: str = "other"
     rank: int | None = None
@@ -363,6 +411,10 @@ class _Member:
     ppid: int | None = None
     fallback: bool = False  # worker guessed from cmdline only
     trainer: bool = False  # sticky: seen owning DataLoader workers
+    spawn_rank: bool = False  # sticky: its stack showed mp.spawn's _wrap
+    probes: int = 0  # stack looks taken to tell a spawned rank from a worker
+    spawn_index: int | None = None  # place among its parent's spawn ranks (its rank)
+    starts_ranks: str | None = None  # sticky: "self" (ranks rerun its command line) | "other"
     ticks: int | None = None
     main_ticks: int | None = None  # the main thread's own (task/PID/stat)
     run_ns: int | None = None  # the main thread's run-queue wait so far (schedstat)
@@ -379,7 +431,8 @@ class _Member:
 class ProcessTree:
     """The process tree under one pid, re-walked on every ``sample()``."""
 
-    def __init__(self, pid: int, clock: Callable[[], float], *, uss_every_s: float = USS_EVERY_S) -> None:
+    def __init__(self, pid: int, clock: Callable[[], float], *, uss_every_s: float = USS_EVERY_S,
+                 stack_probe: Callable[[int], Iterable[Frame] | None] | None = None) -> None:
         pid = resolve_pid(pid)
         try:
             psutil.Process(pid).cmdline()
@@ -391,6 +444,9 @@ class ProcessTree:
         self._settle()
         self._clock = clock
         self.uss_every_s = uss_every_s
+        # One look at a process's main-thread stack (py-spy dump), to tell an mp.spawn rank
+        # from a spawned DataLoader worker; None: not looked at (--no-stacks, unit tests).
+        self.stack_probe = stack_probe
         self._workers = 0  # DataLoader workers in the last tick (spreads the USS reads)
         self._members: dict[int, _Member] = {}  # process pid -> member
         self._pins: dict[tuple[int, int], _Member] = {}  # (owner pid, tid) -> pin thread
@@ -425,10 +481,24 @@ class ProcessTree:
                 "(a Python process with torch loaded, a rank, or one owning DataLoader workers)")
 
     def trainer_pids(self) -> list[int]:
-        """The processes to sample: the root itself, or the trainers found below it."""
+        """The processes to sample: the root itself, or the trainers found below it, and
+        the ranks any of them started (mp.spawn, Lightning's launchers), in rank order. A
+        process that started ranks and does not train itself (``other``) is left out."""
         if self.finder is None:
-            return [self.pid] if not self._main_gone else []
-        return self.finder.pids()
+            base = [self.pid] if not self._main_gone else []
+        else:
+            base = self.finder.pids()
+        ranks = list(self.rank_pids().values())
+        if not ranks:
+            return base
+        rest = [p for p in base if p not in ranks
+                and (p not in self._members or self._members[p].role != "other")]
+        return ranks + rest
+
+    def role(self, pid: int) -> str | None:
+        """The role the tree gives ``pid`` now (None: not a member)."""
+        m = self._members.get(pid)
+        return m.role if m is not None else None
 
     def found(self) -> list[Found]:
         return list(self.finder.found.values()) if self.finder is not None else []
@@ -521,6 +591,8 @@ class ProcessTree:
                                   and self._members[c].name == WORKER_COMM for c in m.children):
                 m.trainer = True
 
+        self._find_started_ranks(seen)
+
         for pid in [p for p in self._members if p not in stats]:
             self._forget(pid, t, events, first)
         if not self._main_gone and self.pid not in seen and self.pid not in stats:
@@ -529,6 +601,47 @@ class ProcessTree:
         samples.extend(self._sample_pins(seen, t, mono, events, first))
         self._workers = sum(1 for s in samples if s.role == "worker")
         return samples, events
+
+    def _find_started_ranks(self, seen: set[int]) -> None:
+        """Ranks the trainer started itself (docs in the module): look at undecided
+        spawned children's stacks, number mp.spawn ranks, and mark their parent. Takes
+        effect on the next tick's roles (as the DataLoader-owner upgrade does)."""
+        members = self._members
+        for pid in seen:
+            m = members[pid]
+            parent = members.get(m.ppid) if m.ppid is not None else None
+            if (self.stack_probe is None or not m.fallback or m.trainer or m.spawn_rank
+                    or m.name == WORKER_COMM or m.probes >= SPAWN_PROBES
+                    or parent is None or parent.role not in ("main", "rank")):
+                continue
+            m.probes += 1
+            try:
+                frames = self.stack_probe(pid)
+            except Exception:  # a failing look is "not known yet", never a lost tick
+                frames = None
+            what = spawn_target(frames or ())
+            if what == "rank":
+                m.spawn_rank = True
+            elif what == "worker":
+                m.probes = SPAWN_PROBES  # decided: it renames itself in a moment
+        by_parent: dict[int, list[_Member]] = {}
+        for pid in seen:
+            m = members[pid]
+            if m.ppid is not None and (m.spawn_rank or m.trainer or m.role == "rank"):
+                by_parent.setdefault(m.ppid, []).append(m)
+        for ppid, kids in by_parent.items():
+            spawned = sorted((k for k in kids if k.spawn_rank or k.trainer), key=lambda k: (k.start, k.pid))
+            for i, k in enumerate(spawned):
+                k.spawn_index = i
+            parent = members.get(ppid)
+            if parent is None or parent.starts_ranks is not None or parent.role != "main":
+                continue
+            started = [k for k in kids if k.role == "rank" or k.spawn_rank or k.trainer]
+            if started:
+                same = any(k.cmdline == parent.cmdline for k in started)
+                if not same and any(c in members and members[c].name == WORKER_COMM for c in parent.children):
+                    continue  # it iterates a DataLoader itself: a trainer, not only a waiting parent
+                parent.starts_ranks = "self" if same else "other"
 
     def _visit(self, pid: int, st: _Stat, t: float, mono: float, first: bool, seen: set[int],
                samples: list[ProcSample], events: list[Event]) -> None:
@@ -731,7 +844,7 @@ class ProcessTree:
             return
         m.cmdline_raw, m.cmdline = got
         env = read_allowed_env(m.pid)
-        m.env_rank = env.get("RANK") if env else None
+        m.env_rank = env_rank_of(env)
 
     def _classify(self, m: _Member, st: _Stat) -> None:
         m.name = st.comm
@@ -743,6 +856,8 @@ class ProcessTree:
         found = finder.found.get(m.pid) if finder is not None else None
         if found is not None and found.start == m.start:
             m.role, m.fallback, m.rank = found.role, False, found.rank
+            if m.starts_ranks == "self":  # Lightning's ddp below a wrapper: rank 0 itself
+                m.role, m.rank = "rank", found.rank if found.rank is not None else 0
             return
         if finder is not None and m.pid == self.pid:
             # The launcher: ``main`` (what was given) until a trainer shows up below it.
@@ -760,11 +875,20 @@ class ProcessTree:
             parent_cmdline=parent.cmdline if parent else None,
             env_rank=m.env_rank, parent_env_rank=parent.env_rank if parent else None,
         )
-        if fallback and m.trainer:
+        if (fallback or role == "other") and (m.trainer or m.spawn_rank):
+            # sticky evidence: it owns DataLoader workers or runs mp.spawn's _wrap (its
+            # parent, once known to start ranks, is "other" and no longer a trainer parent)
             role, fallback = "rank", False
+        if role == "main" and m.starts_ranks is not None:
+            # it started ranks: with its own command line it is one of them (rank 0 of
+            # Lightning's ddp), else it only waits for them (mp.spawn's parent)
+            role = "rank" if m.starts_ranks == "self" else "other"
         m.role, m.fallback = role, fallback
         if role == "rank" or (m.pid == self.pid and self.finder is None):
             m.rank = rank_from_env({"RANK": m.env_rank} if m.env_rank is not None else None)
+            if m.rank is None and role == "rank":
+                m.rank = m.spawn_index if m.spawn_index is not None else (
+                    0 if m.starts_ranks == "self" else None)
         else:
             m.rank = parent.rank if parent else None
 

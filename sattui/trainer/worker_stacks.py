@@ -224,3 +224,23 @@ class WorkerStackSampler:
                 killed = True
             time.sleep(delay)
             delay = min(0.02, delay * 2)
+
+
+def dump_main_stack(pid: int, py_spy: str | None = None,
+                    timeout_s: float = DUMP_TIMEOUT_S) -> tuple[Frame, ...] | None:
+    """The main thread's frames (innermost first) of one ``py-spy dump --nonblocking``;
+    None when py-spy is missing, fails, or the process is gone. For a one-off look (the
+    process tree asks what a spawned child runs: sattui/trainer/procs.py)."""
+    exe = py_spy or find_py_spy()
+    if exe is None:
+        return None
+    cmd = [exe, "dump", "--pid", str(pid), "--nonblocking", "--json"]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=_py_spy_env(),
+                              timeout=timeout_s, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    parsed = parse_dump(proc.stdout.decode("utf-8", "replace"), pid)
+    return parsed[0] if parsed is not None else None

@@ -1,0 +1,227 @@
+"""One small CPU training job per framework idiom (docs/states.md "Frameworks", tests).
+
+    python -m sattui.demo.framework_trainer --idiom IDIOM [--ranks N] [--steps N] [--ready FILE]
+
+IDIOM:
+
+``plain``       ``zero_grad(); loss = f(model(x)); loss.backward(); opt.step()``
+``lbfgs``       ``torch.optim.LBFGS``: forward and backward run inside ``opt.step(closure)``
+``accelerate``  Hugging Face Accelerate: ``accelerator.prepare`` / ``accelerator.backward``
+``lightning``   PyTorch Lightning's automatic optimization: ``training_step`` and
+                ``backward()`` run inside ``optimizer.step(closure)``
+
+``--ranks N`` (N > 1) trains N gloo ranks on CPU. ``plain`` and ``lbfgs`` start them with
+``torch.multiprocessing.spawn`` (every rank a child of this process, which only waits);
+``lightning`` with its own launcher, ``--strategy ddp`` (this process is rank 0 and re-runs
+its own command line for ranks 1.., with ``LOCAL_RANK`` in their environment) or
+``ddp_spawn`` (``torch.multiprocessing`` spawn, like ``plain``). Every rank runs the same
+FIXED number of steps (a time-bounded loop would desynchronise the collectives).
+
+``--ready FILE``: rank 0 writes its pid there once it is past its first steps (the
+fixture capture and the e2e tests wait for it). ``--num-workers`` gives each rank that
+many DataLoader workers (forked), so the tests see ranks and workers side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+IDIOMS = ("plain", "lbfgs", "accelerate", "lightning")
+DIM = 128
+READY_AFTER_STEPS = 5
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sattui.demo.framework_trainer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--idiom", choices=IDIOMS, default="plain")
+    p.add_argument("--ranks", type=int, default=1, help="gloo ranks on CPU (default 1: no process group)")
+    p.add_argument("--strategy", choices=("ddp", "ddp_spawn"), default="ddp",
+                   help="Lightning's launcher with --ranks > 1")
+    p.add_argument("--steps", type=int, default=200, help="optimizer steps per rank")
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank")
+    p.add_argument("--port", type=int, default=29561, help="gloo rendezvous port (mp.spawn)")
+    p.add_argument("--ready", default=None, metavar="FILE", help="rank 0 writes its pid here when stepping")
+    return p.parse_args(argv)
+
+
+def make_model(width: int, depth: int) -> nn.Module:
+    layers: list[nn.Module] = [nn.Linear(DIM, width), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def make_loader(args: argparse.Namespace, rank: int) -> DataLoader:
+    g = torch.Generator().manual_seed(rank)
+    n = args.batch * 64
+    ds = TensorDataset(torch.randn(n, DIM, generator=g), torch.randint(0, 10, (n,), generator=g))
+    return DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.num_workers,
+                      persistent_workers=args.num_workers > 0, drop_last=True)
+
+
+def batches(loader: DataLoader, steps: int) -> Any:
+    done = 0
+    while True:
+        for xy in loader:
+            if done >= steps:
+                return
+            yield xy
+            done += 1
+
+
+class Ready:
+    """Rank 0 says (once) that it is past its first steps: one-off work is over."""
+
+    def __init__(self, path: str | None, rank: int) -> None:
+        self.path = path if rank == 0 else None
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.path is not None and self.steps == READY_AFTER_STEPS:
+            with open(self.path, "w") as f:
+                f.write(f"{os.getpid()}\n")
+
+
+# --------------------------------------------------------------------------- plain / lbfgs
+
+
+def make_closure(opt: torch.optim.Optimizer, net: nn.Module, loss_fn: nn.Module,
+                 x: torch.Tensor, y: torch.Tensor) -> Callable[[], float]:
+    def closure() -> float:
+        opt.zero_grad()
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        return float(loss)
+
+    return closure
+
+
+def train_loop(rank: int, args: argparse.Namespace) -> None:
+    world = args.ranks
+    torch.set_num_threads(1)  # ranks share two cores with sattui and py-spy
+    if world > 1:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    net: nn.Module = make_model(args.width, args.depth)
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(net)
+    loss_fn = nn.CrossEntropyLoss()
+    ready = Ready(args.ready, rank)
+    if args.idiom == "lbfgs":
+        opt: torch.optim.Optimizer = torch.optim.LBFGS(net.parameters(), lr=0.1, max_iter=4,
+                                                       history_size=4)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    for x, y in batches(make_loader(args, rank), args.steps):
+        if args.idiom == "lbfgs":
+            opt.step(make_closure(opt, net, loss_fn, x, y))
+        else:
+            opt.zero_grad()
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+        ready.step()
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- accelerate
+
+
+def train_accelerate(args: argparse.Namespace) -> None:
+    from accelerate import Accelerator  # type: ignore[import-untyped]
+
+    torch.set_num_threads(1)
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    model = make_model(args.width, args.depth)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, opt, loader = accelerator.prepare(model, opt, make_loader(args, 0))
+    loss_fn = nn.CrossEntropyLoss()
+    ready = Ready(args.ready, accelerator.process_index)
+    for x, y in batches(loader, args.steps):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        accelerator.backward(loss)
+        opt.step()
+        ready.step()
+
+
+# --------------------------------------------------------------------------- lightning
+
+
+def train_lightning(args: argparse.Namespace) -> None:
+    import lightning as L
+
+    torch.set_num_threads(1)
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = make_model(args.width, args.depth)
+            self.loss_fn = nn.CrossEntropyLoss()
+
+        def training_step(self, batch: Any, _idx: int) -> torch.Tensor:
+            x, y = batch
+            return self.loss_fn(self.net(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
+
+    class ReadyCallback(L.Callback):
+        def __init__(self) -> None:
+            self.ready: Ready | None = None
+
+        def on_train_batch_end(self, trainer: Any, *_a: Any) -> None:
+            if self.ready is None:
+                self.ready = Ready(args.ready, trainer.global_rank)
+            self.ready.step()
+
+    torch.manual_seed(0)
+    ranks = args.ranks
+    trainer = L.Trainer(accelerator="cpu", devices=ranks,
+                        strategy=args.strategy if ranks > 1 else "auto",
+                        max_steps=args.steps, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, callbacks=[ReadyCallback()])
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    trainer.fit(Module(), make_loader(args, rank))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.idiom == "lightning":
+        train_lightning(args)
+    elif args.idiom == "accelerate":
+        train_accelerate(args)
+    elif args.ranks > 1:
+        mp.spawn(train_loop, args=(args,), nprocs=args.ranks)
+    else:
+        train_loop(0, args)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    # torch 2.13's gloo aborts in interpreter finalization now and then (see ddp_trainer.py)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

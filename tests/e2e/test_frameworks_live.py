@@ -1,0 +1,87 @@
+"""Ranks a trainer starts itself, on real CPU jobs under ``sattui record -- CMD``.
+
+* ``torch.multiprocessing.spawn``, 2 gloo ranks, one forked DataLoader worker each: the
+  process started only waits in ``join``; both spawned children are ranks (told from
+  spawned workers by one ``py-spy dump``: ``_wrap`` of ``torch/multiprocessing/spawn.py``),
+  numbered 0, 1 by start, each with its own stacks; their workers stay workers.
+* Lightning ``Trainer(accelerator="cpu", devices=2, strategy="ddp")``: the process started
+  is rank 0 and re-runs its own command line for rank 1 with ``LOCAL_RANK=1``; both are
+  ranks, and their steps read as forward/backward, not optimizer (the closure rule of
+  docs/states.md). Needs lightning (the ``test`` extra).
+
+Each run is ~25-35 s on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import need_trainer_tools, run_sattui
+from tests.e2e.test_scenarios import pid_states, read_lines
+
+pytestmark = pytest.mark.e2e
+
+TRAINER = ["-m", "sattui.demo.framework_trainer"]
+
+
+def _record(out: Path, *args: str) -> dict:
+    import sys
+
+    r = run_sattui("record", "-o", str(out), "--rate", "20", "--duration", "60", "--",
+                   sys.executable, *TRAINER, *args, timeout=150)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    rep = run_sattui("report", str(out), "--json")
+    assert rep.returncode == 0, rep.stderr
+    return json.loads(rep.stdout)
+
+
+def _check_two_ranks(rep: dict, out: Path) -> dict[int, dict]:
+    ranks = {p["rank"]: p for p in rep["processes"] if p["role"] == "rank"}
+    assert sorted(ranks) == [0, 1], rep["processes"]
+    assert ranks[0]["pid"] != ranks[1]["pid"]
+    by_rank = {x["rank"]: x for x in rep["trainer"]["ranks"]}
+    assert sorted(by_rank) == [0, 1], rep["trainer"]["ranks"]  # a ledger row per rank
+    per_pid = pid_states(out)
+    for r in (0, 1):
+        st = per_pid.get(ranks[r]["pid"])
+        assert st is not None, (r, per_pid)  # its own stacks
+        model = st.get("forward", 0.0) + st.get("backward", 0.0)
+        assert st.get("forward", 0.0) > 0 and st.get("backward", 0.0) > 0, (r, st)
+        assert model > 2 * st.get("optimizer", 0.0), (r, st)
+    return ranks
+
+
+def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
+    need_trainer_tools()
+    out = tmp_path / "spawn.jsonl"
+    rep = _record(out, "--idiom", "plain", "--ranks", "2", "--steps", "200", "--width", "256",
+                  "--num-workers", "1", "--port", "29571")
+    ranks = _check_two_ranks(rep, out)
+    started = rep["trainer"]["pid"]
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[started]["role"] == "other", procs[started]  # it only waits in join()
+    assert {ranks[0]["ppid"], ranks[1]["ppid"]} == {started}
+    workers = [p for p in rep["processes"] if p["role"] == "worker"]
+    assert sorted(w["rank"] for w in workers) == [0, 1], workers  # one per rank, theirs
+    assert {w["ppid"] for w in workers} == {ranks[0]["pid"], ranks[1]["pid"]}
+    # the waiting parent's sampler stops once it is known not to train: it does not stay a strip
+    assert started not in {x["pid"] for x in rep["trainer"]["ranks"]}
+
+
+def test_lightning_ddp_ranks_read_forward_backward(tmp_path):
+    need_trainer_tools()
+    pytest.importorskip("lightning", reason="lightning not installed (pip install -e .[test])")
+    out = tmp_path / "lightning.jsonl"
+    rep = _record(out, "--idiom", "lightning", "--ranks", "2", "--strategy", "ddp", "--steps", "250",
+                  "--width", "256")
+    ranks = _check_two_ranks(rep, out)
+    started = rep["trainer"]["pid"]
+    assert ranks[0]["pid"] == started, ranks  # the process started is rank 0 ...
+    assert ranks[1]["ppid"] == started, ranks  # ... and rank 1 its child, not a worker
+    assert not [p for p in rep["processes"] if p["role"] == "worker"], rep["processes"]
+    lines = read_lines(out)
+    assert any(r.get("kind") == "stacks" and r["pid"] == ranks[1]["pid"] for r in lines)
