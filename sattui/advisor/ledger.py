@@ -11,8 +11,13 @@ ledger accounts for each of those seconds, one-second bin by bin:
     on a CPU is CPU-bound (``too_few_workers`` when cores are free, else
     ``worker_cpu_bound``); one in ``D`` or reading is I/O-bound (``worker_io_bound``); one
     runnable but waiting for a CPU (run delay from ``/proc/PID/schedstat``, or the
-    cgroup throttled) is ``cpu_contention``; one still starting, or no live worker at
-    all where the rank had some, is ``worker_respawn``. Workers asleep while the main
+    cgroup throttled) is ``cpu_contention``. A new worker generation (every epoch without
+    ``persistent_workers``) is starting from its birth until the first batch is seen to
+    reach the main thread (its stacks leaving the wait) or one of its workers is seen in
+    its fetch loop; the rank's wait in that stretch, less what a batch usually takes to
+    show up, is ``worker_respawn`` (by timing, whatever the workers do meanwhile: imports,
+    a ``worker_init_fn``, a sleep), and so is a wait with no live worker at all where the
+    rank had some (see :class:`_Start`). Workers asleep while the main
     thread waits for a batch are waiting on their data source (``worker_io_bound``,
     latency) — unless their own stacks say they sit idle, waiting for their next index:
     the batch was ready, and the loop's wait is its own (receiving the batch:
@@ -54,14 +59,22 @@ from sattui.model import ProcSample
 from sattui.states import State
 
 BIN_S = 1.0
-# A worker this young is still starting (spawn imports, worker_init_fn): the rank waits
-# for a worker that does not run yet — while the worker works at it: see classify_worker.
-WORKER_START_S = 3.0
-# A young worker that runs (or waits for a CPU) at least this share of its second is still
-# starting: spawn's imports and a worker_init_fn compute, and its first items come mixed
-# into the same second. A forked worker is in its loop within milliseconds: one (nearly)
-# asleep from its first second waits on its data, like any other worker.
-STARTING_BUSY = 0.15
+# Workers born within this of the one before are one generation (a loader starts its
+# workers one after the other; spawn's take tens of ms each).
+GENERATION_GAP_S = 1.0
+# How long batches usually take to show up while the main thread waits: its waits' lengths
+# (from the first sighting in the wait to the first sighting out of it) over this look-back,
+# this quantile of them, once there are MIN_WAITS. A generation's start counts as a restart
+# only where it is longer than that: a forked worker is in its fetch loop within
+# milliseconds, and the first batch it serves is the data's wait, not the restart's (with
+# compute steps shorter than the sampling period, "out of the wait" is seen late at
+# random: the quantile holds that noise too).
+RHYTHM_LOOKBACK_S = 30.0
+RHYTHM_QUANTILE = 0.9
+MIN_WAITS = 5
+# A start not seen to end after this long is not followed further (an hour-long "start"
+# is a loader that does not restart; its wait is classed by the workers' figures).
+MAX_START_S = 60.0
 LOOP_STATES = ("idle", "fetch_wait", "fetch_compute")  # a worker's stack in its fetch loop
 # The main thread waiting this share of a bin for a CPU is contended.
 CONTENDED_RUN_DELAY = 0.25
@@ -348,17 +361,16 @@ class _WorkerView:
     """One worker in one bin: how its second went (shares summing to 1)."""
 
     pid: int
-    parts: dict[str, float]   # cpu, contended, io, starting, waiting
+    parts: dict[str, float]   # cpu, contended, io, waiting
     cpu: float | None
 
 
-def classify_worker(s: ProcSample, age_s: float | None, in_loop: bool = False) -> dict[str, float]:
+def classify_worker(s: ProcSample) -> dict[str, float]:
     """How one worker's bin went, from its own figures only: on a CPU (its CPU share),
     runnable but waiting for one (its run delay), and the rest blocked on I/O (state D, or
-    reading ≥ 1 MB/s) or asleep. A worker still starting is only that: one younger than
-    :data:`WORKER_START_S` that works at it (busy on a CPU, or its figures not known yet)
-    and whose stack was not seen in its fetch loop before the interval its figures cover
-    (``in_loop``)."""
+    reading ≥ 1 MB/s) or asleep. Whether it was still starting is not its figures' to say
+    (a sleeping ``worker_init_fn`` looks like a worker waiting on its data): the timing of
+    its generation says that (:class:`_Start`)."""
     # (min/max written out as comparisons, with their results, NaN included: 20,000
     # workers' bins an hour)
     cpu = s.cpu or 0.0
@@ -368,11 +380,105 @@ def classify_worker(s: ProcSample, age_s: float | None, in_loop: bool = False) -
     rd = rd if rd > 0.0 else 0.0
     room = 1.0 - cpu
     rd = rd if rd < room else room
-    if age_s is not None and age_s < WORKER_START_S and not in_loop and (s.cpu is None or cpu + rd >= STARTING_BUSY):
-        return {"starting": 1.0}
     rest = 1.0 - cpu - rd
     reading = s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS)
     return {"cpu": cpu, "contended": rd, "io" if reading else "waiting": rest}
+
+
+@dataclass
+class _Start:
+    """One worker generation's start, by timing: from the birth of its first worker
+    (``born``, /proc's start time) until the first batch is seen to reach the main thread
+    (its first stack out of the data wait after the birth) or one of its workers is seen
+    in its fetch loop (a worker_stack look), whichever comes first (``ended``; None: not
+    seen yet). The rank's wait over ``[born, counted_to)`` is the restart's: the start
+    less what a batch usually takes to show up (:func:`_usual_wait_s`)."""
+
+    born: float
+    ended: float | None
+    counted_to: float
+
+    @property
+    def seen_s(self) -> float | None:
+        """Birth to first batch (or loop), as seen: the generation's start time."""
+        return None if self.ended is None else self.ended - self.born
+
+
+def _wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
+    """The main thread's data waits as seen: ``(first sighting in the wait, first
+    sighting out of it)`` for each run of data_wait spans that ends in another state (a
+    sample without a stack says nothing: it neither ends a wait nor begins one)."""
+    out: list[tuple[float, float]] = []
+    began: float | None = None
+    wait, startup = State.DATA_WAIT, State.STARTUP
+    for s in spans:
+        st = s.state
+        if st is None:
+            continue
+        if st == startup:
+            began = None
+            continue
+        if st == wait:
+            if began is None:
+                began = s.t
+        elif began is not None:
+            out.append((began, s.t))
+            began = None
+    return out
+
+
+def _usual_wait_s(runs: Sequence[tuple[float, float]], births: Sequence[float]) -> float:
+    """How long the rank's batches usually take to show up: the RHYTHM_QUANTILE of its
+    waits' lengths, each generation's start left out (the first wait to end after its
+    birth; 0 with fewer than MIN_WAITS waits: nothing to go by)."""
+    leaves = [z for _a, z in runs]
+    starts = {bisect.bisect_right(leaves, tb) for tb in births}
+    lengths = sorted(z - a for i, (a, z) in enumerate(runs) if i not in starts)
+    if len(lengths) < MIN_WAITS:
+        return 0.0
+    return lengths[min(len(lengths) - 1, int(RHYTHM_QUANTILE * len(lengths)))]
+
+
+def generations(births: dict[int, float]) -> list[tuple[float, list[int]]]:
+    """Workers grouped by birth (``pid -> born``): ``(first birth, pids)`` oldest first; a
+    worker born within GENERATION_GAP_S of the one before joins its generation."""
+    out: list[tuple[float, list[int]]] = []
+    last = -math.inf
+    for pid, t in sorted(births.items(), key=lambda kv: kv[1]):
+        if not math.isfinite(t):
+            continue
+        if out and t - last <= GENERATION_GAP_S:
+            out[-1][1].append(pid)
+        else:
+            out.append((t, [pid]))
+        last = t
+    return out
+
+
+def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: dict[int, float],
+                known_to: float) -> list[_Start]:
+    """Each worker generation's start after the first (the first is the job's start-up,
+    not a restart), from the main thread's ``spans`` (time order) and the workers' first
+    sightings in their fetch loop; ``known_to``: how far the spans are known (a start not
+    seen to end by then counts up to there)."""
+    gens = generations(births)
+    if len(gens) < 2:
+        return []
+    runs = _wait_runs(spans)
+    usual = _usual_wait_s(runs, [g[0] for g in gens])
+    leaves = [z for _a, z in runs]
+    out = []
+    for born, pids in gens[1:]:
+        ends = [t for t in (in_loop_from.get(p) for p in pids) if t is not None and t > born]
+        i = bisect.bisect_right(leaves, born)
+        if i < len(leaves):
+            ends.append(leaves[i])
+        ended = min(ends) if ends else None
+        if ended is not None and ended - born > MAX_START_S:
+            ended = None
+        to = ended if ended is not None else min(known_to, born + MAX_START_S)
+        out.append(_Start(born, ended, max(born, to - usual)))
+    return out
 
 
 class _RankInputs:
@@ -396,27 +502,44 @@ class _RankInputs:
              for ws in w.timeline.window("worker_stack", wpid, lo - WORKER_LOOK_S, hi + WORKER_LOOK_S)),
             key=lambda ws: ws.t)
         # each worker's first stack in its fetch loop: from then on it has started
-        self.in_loop_from: dict[int, float] = {}
+        in_loop_from: dict[int, float] = {}
         for ws in self.looks:
-            if ws.state in LOOP_STATES and ws.pid not in self.in_loop_from:
-                self.in_loop_from[ws.pid] = ws.t
+            if ws.state in LOOP_STATES and ws.pid not in in_loop_from:
+                in_loop_from[ws.pid] = ws.t
         self.first_seen: dict[int, float] = {}
         for wpid, samples in self.workers.items():
             self.first_seen[wpid] = _born(w, wpid, samples)
         # Every worker generation the Timeline still holds (not only this window's), so a
         # restart is told from the first start however long the epochs are.
         single = len(w.trainer_pids) <= 1
-        self.starts = sorted(self.first_seen.values())
+        births = dict(self.first_seen)
         for key in w.timeline.keys("proc"):
             ring = w.timeline.series("proc", key)
-            if ring is None or not len(ring) or key in self.first_seen:
+            if ring is None or not len(ring) or key in births:
                 continue
             last = ring[-1]
             mine = single or last.ppid == pid or (self.rank is not None and last.rank == self.rank)
             if last.role == "worker" and mine:
-                self.starts.append(_born(w, last.pid, ()))
-        self.starts.sort()
-        self.first_generation_s = self.starts[0] if self.starts else 0.0
+                births[last.pid] = _born(w, last.pid, ())
+        self.starts = sorted(births.values())
+        # The generations' starts that reach this stretch (born before its end, after the
+        # longest start before it), by timing against the main thread's own spans.
+        self.restarts: list[_Start] = []
+        if any(t0 - MAX_START_S <= born < t1 for born, _pids in generations(births)[1:]):
+            spans = w.timeline.window("stack", pid, t0 - MAX_START_S - RHYTHM_LOOKBACK_S, t1 + MAX_START_S)
+            known_to = spans[-1].t + spans[-1].dur if spans else t1
+            self.restarts = [s for s in find_starts(births, spans, in_loop_from, known_to)
+                             if s.counted_to > t0 or (s.ended is not None and s.ended >= t0)]
+
+    def starting_s(self, b: int) -> float:
+        """Seconds of bin ``b`` inside a generation's counted start."""
+        a, z = b * BIN_S, (b + 1) * BIN_S
+        return sum(max(0.0, min(z, s.counted_to) - max(a, s.born)) for s in self.restarts)
+
+    def restarts_ending_in(self, b: int) -> list[_Start]:
+        """The starts seen to end in bin ``b`` (each counted once, in its last bin)."""
+        a, z = b * BIN_S, (b + 1) * BIN_S
+        return [s for s in self.restarts if s.ended is not None and a <= s.ended < z]
 
     def workers_in(self, b: int, main: ProcSample | None) -> list[_WorkerView] | None:
         """The rank's workers in bin ``b`` (``main``: the main process's sample for it), or
@@ -429,15 +552,7 @@ class _RankInputs:
             s = _sample_for_bin(samples, b, self.interval) or _last_alive(samples, b, self.interval)
             if s is None:
                 continue
-            first = self.first_seen.get(wpid, s.t)
-            # The first generation's start is the job's start-up, not a restart.
-            age = s.t - first if first > self.first_generation_s + WORKER_START_S else None
-            # In its loop for the whole of what the figures cover (the tick interval before
-            # the sample): a sighting later than its start says the worker got there some
-            # time in the interval, and the CPU before that was still its start.
-            seen_loop = self.in_loop_from.get(wpid)
-            in_loop = seen_loop is not None and seen_loop <= s.t - self.interval
-            out.append(_WorkerView(wpid, classify_worker(s, age, in_loop), s.cpu))
+            out.append(_WorkerView(wpid, classify_worker(s), s.cpu))
         return out
 
     def workers_to_come(self, b: int) -> bool | None:
@@ -517,8 +632,7 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
 
 
 # What a worker's part of a bin says about the data wait beside it.
-_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention",
-                 "starting": "worker_respawn"}
+_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention"}
 
 
 def _tree_cores(w: Window, lo: float, hi: float, interval: float) -> Callable[[int], float]:
@@ -569,17 +683,24 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
 # What each cause's detail is keyed by: the state it was lost in, or a finer word.
 def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: list[_WorkerView] | None,
                     to_come: bool | None, free_cores: float | None, multi_rank: bool, gpu_job: bool,
-                    workers_idle: bool | None = None) -> tuple[dict[str, float], dict[str, dict[str, float]],
-                                                               dict[str, dict[str, float]]]:
+                    workers_idle: bool | None = None, starting_s: float = 0.0,
+                    ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """Lost seconds by cause for one rank in one bin, what each was made of, and each
-    state's split over causes (fractions, for the cards' idle time)."""
+    state's split over causes (fractions, for the cards' idle time). ``starting_s``: the
+    bin's seconds inside a worker generation's counted start: that much of its data wait
+    is the restart's (``worker_respawn``), the rest split as the workers' figures say."""
     causes: dict[str, float] = {}
     detail: dict[str, dict[str, float]] = {}
     split: dict[str, dict[str, float]] = {}
     for st, secs in states.items():
         if secs <= 0 or st == State.STARTUP:
             continue
-        frac = split[st] = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
+        frac = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
+        if st == State.DATA_WAIT and starting_s > 0:
+            restart = starting_s / secs if starting_s < secs else 1.0
+            frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != "worker_respawn"} | {
+                "worker_respawn": restart + (1.0 - restart) * frac.get("worker_respawn", 0.0)}
+        split[st] = frac
         for cause, f in frac.items():
             lost = secs * f
             _add(causes, cause, lost)
@@ -759,9 +880,15 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
                 if not free_known:
                     free, free_known = (None if cpus is None else cpus - tree_cores(b)), True
                 causes, detail, split = rank_bin_causes(counted, main, ri.workers_in(b, main), ri.workers_to_come(b),
-                                                        free, multi, gpu, ri.workers_idle(b))
+                                                        free, multi, gpu, ri.workers_idle(b), ri.starting_s(b))
             else:  # the workers' figures only split a data wait
                 causes, detail, split = rank_bin_causes(counted, main, None, None, None, multi, gpu)
+            for rs in ri.restarts_ending_in(b):
+                # each restart once, in the bin its start is seen to end: the evidence's
+                # start time per epoch
+                det = detail.setdefault("worker_respawn", {})
+                det["restarts"] = det.get("restarts", 0.0) + 1.0
+                det["start_s"] = det.get("start_s", 0.0) + (rs.seen_s or 0.0)
             busy = causes.get(WORKER_BUSY, 0.0)
             clock = _clock_ratio(_sample_for_bin(hosts, b, interval)) if busy > 0 else None
             if clock is not None:

@@ -192,12 +192,27 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
             ev["cpus_usable"] = w.ctx.cpu_count
         if free_mean is not None:
             ev["free_cores_mean"] = round(free_mean, 2)  # over the seconds the workers computed
+        if rule == "worker_respawn":
+            ev.update(_restarts(job))
         text = fix(w) if callable(fix) else fix
         why = _why_not_more(w, free_mean) if rule == "worker_cpu_bound" else ""
         return _finding(rule, job, d, summary.format(P=pct(d), WHY=why), ev, text, relax)
     rule_fn.__name__ = rule
     rule_fn.__doc__ = doc
     return rule_fn
+
+
+def _restarts(job: JobLedger) -> dict[str, object]:
+    """How many worker generations were seen to start, and their mean start time (birth of
+    the new workers to the first batch seen reaching the main thread), over the ranks."""
+    n = secs = 0.0
+    for r in job.ranks.values():
+        det = r.detail.get("worker_respawn", {})
+        n += det.get("restarts", 0.0)
+        secs += det.get("start_s", 0.0)
+    if n < 0.5:
+        return {}
+    return {"restarts": round(n), "start_s_per_epoch": round(secs / n, 2)}
 
 
 def _too_few_fix(w: Window) -> str:
@@ -231,9 +246,13 @@ worker_io_bound = _data_rule(
     "(waiting on their data source).\n\n" + _DATA_ANCHOR)
 worker_respawn = _data_rule(
     "worker_respawn", "training waits {P} of the time while its DataLoader workers (re)start (no live worker, "
-    "or workers still starting)", FIX_RESPAWN,
-    "R16 — data-wait seconds with no live worker (where the rank had some) or workers younger "
-    "than 3 s (persistent_workers=False restarts them every epoch).\n\n" + _DATA_ANCHOR)
+    "or new workers that have not delivered their first batch)", FIX_RESPAWN,
+    "R16 — data-wait seconds while a new worker generation starts: from its birth until the first "
+    "batch is seen reaching the main thread (its stacks leaving the wait) or a worker of it is seen "
+    "in its fetch loop, less what the rank's batches usually take to show up (the 90th percentile "
+    "of its waits); and seconds with no live worker (where the rank had some). "
+    "persistent_workers=False restarts them every epoch. Evidence: restarts, "
+    "start_s_per_epoch.\n\n" + _DATA_ANCHOR)
 input_bound = _data_rule(
     "input_bound", "training waits for the DataLoader {P} of the time; the workers' figures do not say why",
     FIX_INPUT,

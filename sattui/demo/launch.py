@@ -44,6 +44,9 @@ SCENARIOS: dict[str, DemoScenario] = {s.name: s for s in (
                  "num_workers=0: the main process loads every batch itself"),
     DemoScenario("io_bound", "io_bound", ("worker_io_bound",),
                  "two workers that wait on (simulated) storage"),
+    DemoScenario("slow_worker_start", "slow_worker_start", ("worker_respawn",),
+                 "workers restarted every epoch (persistent_workers=False) whose worker_init_fn takes "
+                 "1.5 s: the trainer waits for every new generation to start"),
 )}
 DEFAULT_SCENARIO = "starved"
 

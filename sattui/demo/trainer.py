@@ -17,6 +17,10 @@ Scenarios (S-numbers: the rule catalogue's test scenarios, tests/e2e/test_scenar
   compute_bound  cheap data (index a tensor), a larger MLP (S00)
   inline         num_workers=0, __getitem__ busy-loops 0.5 ms (S03)
   io_bound       2 workers, __getitem__ sleeps 2 ms (S02)
+  slow_worker_start  2 workers whose worker_init_fn sleeps 1.5 s, restarted every ~2-s epoch
+                 (persistent_workers=False, 6144 items): the trainer waits for every new
+                 generation's start (worker_respawn); its truth lines add ``restarts`` and
+                 ``restart_s`` (from each later epoch's iter(loader) to its first batch)
   healthy        alias of compute_bound
   starved        alias of input_bound
 """
@@ -24,6 +28,7 @@ Scenarios (S-numbers: the rule catalogue's test scenarios, tests/e2e/test_scenar
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import threading
@@ -41,6 +46,12 @@ SCENARIOS = {
     "starved": (1, 0.0, 0.0, 1024, 4),
     "inline": (0, 0.5, 0.0, 512, 3),
     "io_bound": (2, 0.0, 2.0, 512, 3),
+    "slow_worker_start": (2, 0.0, 0.0, 512, 3),
+}
+# name: (worker_init_fn's sleep in ms, items per epoch): a slow worker start (opening a
+# dataset, heavy imports) paid again by every epoch's new workers.
+SLOW_START = {
+    "slow_worker_start": (1500.0, 6144),
 }
 # name: (items per shard, ms to open a shard): the first item of every shard a worker
 # serves pays for the whole shard, as a tar/record shard or a cold cache would.
@@ -83,6 +94,11 @@ class SyntheticDataset(Dataset):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             pass
+
+
+def _slow_worker_init(seconds: float, worker_id: int) -> None:
+    """A worker_init_fn that takes ``seconds`` (asleep: opening a remote dataset, say)."""
+    time.sleep(seconds)
 
 
 def make_model(dim: int, width: int, depth: int) -> nn.Module:
@@ -178,7 +194,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="pin_memory=True (torch starts pt_data_pin; without an accelerator a CPU stand-in "
                         "thread of that name runs instead, see CpuPinStage)")
     p.add_argument("--persistent-workers", action="store_true")
-    p.add_argument("--epoch-items", type=int, default=4096, help="dataset length (one epoch)")
+    p.add_argument("--epoch-items", type=int, default=None,
+                   help="dataset length (one epoch; default 4096, or the scenario's own)")
     p.add_argument("--extra-threads", type=int, default=0, help="extra idle threads")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--truth", default=None, help="append per-second truth JSON lines here")
@@ -199,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     dim = 128
     shard_items, shard_ms = SHARDS.get(args.scenario, (0, 0.0))
-    ds = SyntheticDataset(args.epoch_items, dim, busy_ms, sleep_ms, shard_items, shard_ms)
+    init_ms, scenario_items = SLOW_START.get(args.scenario, (0.0, 4096))
+    epoch_items = args.epoch_items if args.epoch_items is not None else scenario_items
+    ds = SyntheticDataset(epoch_items, dim, busy_ms, sleep_ms, shard_items, shard_ms)
     has_accel = torch.accelerator.is_available()
     loader_kw: dict = dict(batch_size=args.batch, shuffle=True, num_workers=workers,
                            pin_memory=args.pin_memory and has_accel)
@@ -207,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         loader_kw["persistent_workers"] = args.persistent_workers
         if args.start_method:
             loader_kw["multiprocessing_context"] = args.start_method
+        if init_ms:
+            loader_kw["worker_init_fn"] = functools.partial(_slow_worker_init, init_ms / 1000.0)
     loader = DataLoader(ds, **loader_kw)
     pin_stage = None
     if args.pin_memory and workers > 0 and not has_accel:
@@ -224,13 +245,19 @@ def main(argv: list[str] | None = None) -> int:
     sim = SimCardFeed(args.sim_card, model, args.batch, dim) if args.sim_card else None
     wait_s = 0.0
     steps = 0
+    # each later epoch's start: from iter(loader) (which starts its new workers, without
+    # persistent_workers) to its first batch
+    restarts, restart_s = 0, 0.0
+    epochs = 0
     t_start = time.perf_counter()
     deadline = t_start + args.seconds
     next_truth = 0.0
     print(f"trainer pid {os.getpid()} scenario {args.scenario} workers {workers}", flush=True)
     try:
         while time.perf_counter() < deadline:
+            t_iter = time.perf_counter()
             it = iter(loader)
+            first = True
             while True:
                 t0 = time.perf_counter()
                 try:
@@ -240,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 t1 = time.perf_counter()
                 wait_s += t1 - t0
+                if first and epochs and workers > 0 and not args.persistent_workers:
+                    restarts += 1
+                    restart_s += t1 - t_iter
+                first = False
                 if pin_stage is not None:
                     pin_stage.offer((x, y))
                 if sim is not None:
@@ -255,11 +286,13 @@ def main(argv: list[str] | None = None) -> int:
                     step_times.write(f"{time.monotonic():.6f}\n")
                 now = time.perf_counter()
                 if truth is not None and now >= next_truth:
-                    truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s,
-                                            "elapsed_s": now - t_start, "steps": steps}) + "\n")
+                    truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s, "elapsed_s": now - t_start,
+                                            "steps": steps, "restarts": restarts,
+                                            "restart_s": restart_s}) + "\n")
                     next_truth = now + 1.0
                 if now >= deadline:
                     break
+            epochs += 1
     finally:
         stop.set()
         if step_times is not None:
@@ -271,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - t_start
         if truth is not None:
             truth.write(json.dumps({"wall": time.time(), "wait_s": wait_s, "elapsed_s": elapsed,
-                                    "steps": steps, "final": True}) + "\n")
+                                    "steps": steps, "restarts": restarts, "restart_s": restart_s,
+                                    "final": True}) + "\n")
             truth.close()
         if args.steps_file:
             with open(args.steps_file, "w") as f:
