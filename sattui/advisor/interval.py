@@ -56,9 +56,29 @@ class Interval:
                         self.effective_bins, self.level)
 
 
+def _t_within(t: float, df: int) -> float:
+    """P(|T| ≤ t) for Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3–4)."""
+    th = math.atan(t / math.sqrt(df))
+    c2 = math.cos(th) ** 2
+    if df % 2:
+        if df == 1:
+            return 2.0 * th / math.pi
+        term = total = 1.0
+        for k in range(3, df - 1, 2):  # 1 + 2/3 c² + 2·4/(3·5) c⁴ + …
+            term *= (k - 1) / k * c2
+            total += term
+        return 2.0 / math.pi * (th + math.sin(th) * math.cos(th) * total)
+    term = total = 1.0
+    for k in range(2, df - 1, 2):  # 1 + 1/2 c² + 1·3/(2·4) c⁴ + …
+        term *= (k - 1) / k * c2
+        total += term
+    return math.sin(th) * total
+
+
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile: exact for 1 and 2 degrees of freedom, Cornish–Fisher
-    (Abramowitz & Stegun 26.7.5) above; the normal quantile from 200 on."""
+    """Student's t quantile: exact for 1 and 2 degrees of freedom; Cornish–Fisher
+    (Abramowitz & Stegun 26.7.5) above, refined on the exact distribution for an integer
+    ``df`` below 200; the normal quantile from 200 on."""
     if not 0.0 < p < 1.0:
         raise ValueError(f"p must be in (0, 1), not {p}")
     if df <= 1.0:
@@ -73,7 +93,19 @@ def t_quantile(p: float, df: float) -> float:
     g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
     g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
     g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
-    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+    t = z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+    if df != int(df):
+        return t
+    # (bisection around the expansion, which is a few thousandths off at 3 degrees)
+    want = abs(2.0 * p - 1.0)
+    lo, hi = abs(t) * 0.9, abs(t) * 1.1
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if _t_within(mid, int(df)) < want:
+            lo = mid
+        else:
+            hi = mid
+    return math.copysign((lo + hi) / 2.0, t)
 
 
 def _batches(n: int) -> list[tuple[int, int]]:
