@@ -135,7 +135,7 @@ def _interval(estimate: float, residuals: list[float], n_bins: int, iid_var: flo
     se = math.sqrt(var)
     half = t_quantile(0.5 + level / 2.0, k - 1) * se
     # (no spread at all, up to rounding: a scripted ledger's identical bins)
-    eff = n_bins * iid_var / var if var > 1e-15 else None
+    eff = min(float(n_bins), n_bins * iid_var / var) if var > 1e-15 else None
     return Interval(estimate, estimate - half, estimate + half, n_bins, k, eff, level)
 
 
