@@ -305,9 +305,9 @@ def test_balanced_ddp_on_a_loaded_box_is_no_straggler(tmp_path):
     # Issue 23: two ranks doing the same work, both waiting in their all-reduces (each for
     # the other, whichever is behind this step), while a busy process competes for the two
     # cores. Their waits differ by chance, not because one rank is late: no straggler at
-    # any severity (the old rule called 25 % against 22 % a MEDIUM straggler; this run, at
-    # 93 % against 87 %, a HIGH one of 47 %). No rank is slowed (--slow-rank=-1: even a
-    # sleep(0) a step yields the CPU to the busy process, and that rank is late).
+    # any severity (the old rule called 25 % against 22 % a MEDIUM straggler). No rank is
+    # slowed (--slow-rank=-1): even a sleep(0) a step yields the CPU to the busy process,
+    # and that rank is then really late (measured: 86 % against 78 % in all_reduce).
     prefix = tmp_path / "truth"
     out = tmp_path / "run.jsonl"
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])

@@ -150,8 +150,8 @@ def test_a_slow_rank_is_a_straggler_with_the_asymmetric_part_as_impact():
     lo, hi = ev["asymmetric_interval"]
     assert lo < s.impact < hi and hi - lo < 0.1 and ev["effective_bins"] > 0
     assert "more than it waits for them" in s.summary
-    # the symmetric part (the wait both ranks have) stays comm_bound
-    assert f["comm_bound"].impact == pytest.approx((w0 + w1) / 2 - s.impact, abs=1e-6)
+    # beside a straggler the waits are its, not comm_bound's
+    assert "comm_bound" not in f
 
 
 def test_three_ranks_waiting_for_the_fourth():
