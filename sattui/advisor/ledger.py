@@ -85,6 +85,9 @@ MOSTLY_ASLEEP = 0.15
 WAITING_MAIN_CORES = 0.3
 # A worker's stack (a py-spy dump every ~5 s) says what it did this close to a bin.
 WORKER_LOOK_S = 6.0
+# A run's ledger keeps at most this many per-bin waits per rank (an hour's bins, two by
+# two: 2048 of 2 s); a window's (≤ 300 s) never reaches it.
+WAIT_BINS_MAX = 2048
 
 # A ledger built afresh (not by the LedgerBook, whose StepTracker carries each rank's
 # chain from one stretch to the next) finds steps in the spans from this long before a
@@ -158,6 +161,12 @@ class RankLedger:
     step_hist: dict[int, int] = field(default_factory=dict)
     # each phase's sightings (the data wait, the step's compute, …): histograms of lengths
     phases_seen: dict[str, dict[int, int]] = field(default_factory=dict)
+    # Per bin of a multi-rank job, in time order by key: (seconds, seconds waiting for
+    # another rank), keyed by the bin's index — or, once a whole run's ledger holds more
+    # than WAIT_BINS_MAX of them, by the first bin of ``wait_bin_width`` merged ones. The
+    # straggler rule's interval (sattui/advisor/interval.py) is built from them.
+    wait_bins: dict[int, tuple[float, float]] = field(default_factory=dict)
+    wait_bin_width: int = 1
 
     @property
     def lost_s(self) -> float:
@@ -181,6 +190,8 @@ class RankLedger:
         self.wall_s += sign * o.wall_s
         if steps and o.steps:
             self.steps += int(sign) * o.steps
+        if o.wait_bins:
+            self._merge_wait_bins(o, sign)
         if sign > 0:
             # Adding (the common case: each bin into the run's total and into the window's
             # running sum) with the loops written out.
@@ -222,6 +233,38 @@ class RankLedger:
             _merge(self.causes_s, o.causes_s, sign)
         for c, d in o.detail.items():
             _merge(self.detail.setdefault(c, {}), d, sign)
+
+    def _merge_wait_bins(self, o: RankLedger, sign: float) -> None:
+        """Add ``o``'s per-bin waits (``sign=-1``: take them out: a window's running sum,
+        whose bins are never coarsened); a run's ledger coarsens them (two neighbours into
+        one) whenever it holds more than :data:`WAIT_BINS_MAX`, so memory stays bounded."""
+        if o.wait_bin_width > self.wait_bin_width:
+            self._coarsen(o.wait_bin_width)
+        width = self.wait_bin_width
+        into = self.wait_bins
+        for b, (wall, wait) in o.wait_bins.items():
+            k = b - b % width
+            w0, x0 = into.get(k, (0.0, 0.0))
+            w1, x1 = w0 + sign * wall, x0 + sign * wait
+            if w1 > 1e-9:
+                into[k] = (w1, x1 if x1 > 0.0 else 0.0)
+            else:
+                into.pop(k, None)
+        if sign > 0 and len(into) > WAIT_BINS_MAX:
+            self._coarsen(width * 2)
+
+    def _coarsen(self, width: int) -> None:
+        merged: dict[int, tuple[float, float]] = {}
+        for b, (wall, wait) in self.wait_bins.items():
+            k = b - b % width
+            w0, x0 = merged.get(k, (0.0, 0.0))
+            merged[k] = (w0 + wall, x0 + wait)
+        self.wait_bins = merged
+        self.wait_bin_width = width
+
+    def wait_series(self) -> list[tuple[int, tuple[float, float]]]:
+        """The per-bin waits in time order: ``(key, (seconds, waiting seconds))``."""
+        return sorted(self.wait_bins.items())
 
 
 @dataclass
@@ -896,8 +939,9 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_known_s", busy)
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_ratio_s", busy * clock)
             n_steps, hist, seen = steps[pid].get(b, (0, {}, {}))
-            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, sum(counted.values()), counted, causes, detail,
-                                              n_steps, hist, seen)
+            wall = sum(counted.values())
+            waits = {b: (wall, causes.get("straggler", 0.0))} if multi else {}
+            job_at(b).ranks[pid] = RankLedger(pid, ri.rank, wall, counted, causes, detail, n_steps, hist, seen, waits)
             rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
         cs = w.cards.get(c)

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.interval import Interval, difference_interval
 from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
@@ -377,55 +378,110 @@ def _rank_waits(job: JobLedger) -> tuple[list[RankLedger], dict[int, float]]:
     return ranks, {r.pid: r.share("straggler") for r in ranks}
 
 
+def _keyed_waits(r: RankLedger, width: int) -> dict[int, tuple[float, float]]:
+    """A rank's per-bin waits on a grid of ``width`` bins (ranks of a run's ledger may have
+    coarsened theirs at different times)."""
+    if r.wait_bin_width == width:
+        return r.wait_bins
+    out: dict[int, tuple[float, float]] = {}
+    for b, (wall, wait) in r.wait_bins.items():
+        k = b - b % width
+        w0, x0 = out.get(k, (0.0, 0.0))
+        out[k] = (w0 + wall, x0 + wait)
+    return out
+
+
+def wait_asymmetry(ranks: list[RankLedger], slow: RankLedger) -> Interval | None:
+    """How much more of their time the other ranks wait than ``slow`` does: the others'
+    waiting share (pooled over them) minus ``slow``'s, over the bins both were watched,
+    with its paired batch-means interval (sattui/advisor/interval.py; None without
+    per-bin waits)."""
+    width = max(r.wait_bin_width for r in ranks)
+    mine = _keyed_waits(slow, width)
+    pooled: dict[int, tuple[float, float]] = {}
+    for r in ranks:
+        if r is slow:
+            continue
+        for k, (wall, wait) in _keyed_waits(r, width).items():
+            w0, x0 = pooled.get(k, (0.0, 0.0))
+            pooled[k] = (w0 + wall, x0 + wait)
+    keys = sorted(set(mine) & set(pooled))
+    return difference_interval([pooled[k] for k in keys], [mine[k] for k in keys])
+
+
+def _straggler(job: JobLedger, relax: float) -> tuple[RankLedger, Interval, list[RankLedger], dict[int, float]] | None:
+    """The slow rank and its asymmetric part of the job's wall time, when the interval of
+    that part clears the threshold."""
+    ranks, waits = _rank_waits(job)
+    if len(ranks) < 2:
+        return None
+    slow = min(ranks, key=lambda r: (waits[r.pid], r.rank if r.rank is not None else r.pid))
+    gap = wait_asymmetry(ranks, slow)
+    if gap is None:
+        return None
+    asym = gap.scaled((len(ranks) - 1) / len(ranks))  # the job's wall time: the waiting ranks' part of it
+    if asym.low < SHOWN_FROM * relax:
+        return None
+    return slow, gap, ranks, waits
+
+
 def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
     """R14 — one rank arrives late; the others wait for it.
 
     Anchor: PyTorch tuning guide ("all devices wait for the worker which finishes last");
-    torch-tb-profiler communication > 10 %. Threshold: the ranks' waiting seconds
-    (collectives, or ``backward`` with their own CPU idle in a CPU job) exceed the least
-    waiting rank's by ≥ 3 points; that rank is the straggler and its own ledger names
-    its cause. Impact: the waiting ranks' wait as a share of the job's wall time. With no
-    stacks on a GPU job, the cards' view (NCCL kernels spinning on the waiting cards).
+    torch-tb-profiler communication > 10 %. Threshold: the asymmetry of the ranks' waits
+    (collectives, or ``backward`` with their own CPU idle in a CPU job): the other ranks'
+    waiting share minus the least waiting rank's, over the job's ranks ((N − 1)/N of it),
+    with its 95 % interval from batch means over the ledger's one-second bins
+    (sattui/advisor/interval.py): its low end ≥ 3 % of the job's wall time. Ranks that wait
+    for each other about equally (every healthy multi-rank job, in its collectives) are
+    ``comm_bound`` or nothing, never a straggler. That rank is the straggler and its own
+    ledger names its cause. Impact: the asymmetric part (its estimate), as a share of the
+    job's wall time. With no stacks on a GPU job, the cards' view (NCCL kernels spinning on
+    the waiting cards).
     """
     job = _job(w)
     if job is None:
         return gpu_straggler(w, relax) if w.gpu_job and w.has_stacks is False else []
-    ranks, waits = _rank_waits(job)
-    if len(ranks) < 2:
+    found = _straggler(job, relax)
+    if found is None:
         return gpu_straggler(w, relax) if job.gpu_job else []
-    slow = min(ranks, key=lambda r: (waits[r.pid], r.rank if r.rank is not None else r.pid))
-    waiting = [r for r in ranks if r is not slow]
-    wait = sum(waits[r.pid] for r in waiting) / len(waiting)
-    if wait - waits[slow.pid] < SHOWN_FROM * relax:
-        return gpu_straggler(w, relax) if job.gpu_job else []
+    slow, gap, ranks, waits = found
+    asym = gap.scaled((len(ranks) - 1) / len(ranks))
     own = {k: v for k, v in slow.causes_s.items() if k != "straggler"}
     own_cause = max(own, key=lambda k: own[k]) if own else None
     own_words = CAUSE_WORDS.get(own_cause, own_cause) if own_cause else "computing (no lost time of its own)"
-    share = wait * len(waiting) / len(ranks)  # the job's wall time: the waiting ranks' part of it
     ev: dict[str, object] = {
         "slow": _rank_name(slow), "wait_shares": {_rank_name(r): round(waits[r.pid], 3) for r in ranks},
         "slow_rank_own": own_words, "slow_rank_own_share": round(slow.share(own_cause), 3) if own_cause else 0.0,
-        "collective_shares": {_rank_name(r): round(r.states_s.get("collective", 0.0) / r.wall_s, 3) for r in ranks}}
+        "collective_shares": {_rank_name(r): round(r.states_s.get("collective", 0.0) / r.wall_s, 3) for r in ranks},
+        "wait_gap": round(gap.estimate, 3), "wait_gap_interval": [round(gap.low, 3), round(gap.high, 3)],
+        "asymmetric_interval": [round(asym.low, 4), round(asym.high, 4)],
+        "effective_bins": round(gap.effective_bins, 1) if gap.effective_bins is not None else None}
     fix = FIX_STRAGGLER.replace("{R}", str(slow.rank if slow.rank is not None else slow.pid)).replace(
         "{CAUSE}", own_words)
-    return _finding("straggler", job, share, f"the other ranks wait for {_rank_name(slow)} {pct(wait)} of their "
-                    f"time; its own time goes to {own_words}", ev, fix, relax, rank=slow.rank)
+    return _finding("straggler", job, asym.estimate,
+                    f"the other ranks wait for {_rank_name(slow)} {pct(gap.estimate)} of their time more than it "
+                    f"waits for them ({pct(gap.low)}–{pct(gap.high)}, 95 %); its own time goes to {own_words}",
+                    ev, fix, relax, rank=slow.rank)
 
 
 def comm_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     """R14b — the ranks wait in collectives, and no one rank is late.
 
     Anchor: torch-tb-profiler communication > 10 % of the step; TF Profiler device
-    collectives 3 % / 15 %. Threshold: collective seconds (one rank watched), or every
-    rank waiting about as much as the others (no straggler), as a share of the job's wall
-    time ≥ 5 % medium, ≥ 20 % high.
+    collectives 3 % / 15 %. Threshold: collective seconds (one rank watched), or, when no
+    rank is a straggler (their waits symmetric, within their interval), every rank's
+    waiting seconds, as a share of the job's wall time ≥ 5 % medium, ≥ 20 % high.
     """
     job = _job(w)
     if job is None:
         return []
     d = _share(job, "comm_bound")
     ranks, waits = _rank_waits(job)
-    if len(ranks) >= 2 and not straggler(w, 1.0):
+    # Beside a straggler the waits are its: the little the slow rank itself waits (its
+    # share of the sync) is no finding of its own (the DDP demo's 7 % would stand at medium).
+    if len(ranks) >= 2 and _straggler(job, 1.0) is None and not (job.gpu_job and gpu_straggler(w, 1.0)):
         d += sum(waits.values()) / len(ranks)
     return _finding("comm_bound", job, d, f"the ranks wait in collectives {pct(d)} of the time", {}, FIX_COMM,
                     relax)

@@ -91,7 +91,8 @@ def job_ledger(data: JobData, hosts: set[str] | None = None) -> tuple[JobLedger,
             continue
         phases = {k: r.states_s[k] for k in ("checkpoint", "eval", "logging") if r.states_s.get(k)}
         detail = {"periodic_stall": phases} if phases else {}
-        job.ranks[i] = RankLedger(i, _int(r.rank), r.wall_s, dict(r.states_s), dict(r.causes_s), detail)
+        job.ranks[i] = RankLedger(i, _int(r.rank), r.wall_s, dict(r.states_s), dict(r.causes_s), detail,
+                                  wait_bins=dict(r.wait_bins))
         who[i] = r
     for j, c in enumerate(data.cards):
         if (hosts is not None and c.host not in hosts) or c.ledger_s <= 0:

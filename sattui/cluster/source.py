@@ -10,6 +10,7 @@ the job: ``run_id`` keeps the hosts whose ranks carry it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from sattui.cluster.prom import PromClient, Series, matcher
@@ -51,6 +52,9 @@ class RankData:
     worker_cpu_s: float | None = None
     strip: list[tuple[float, str | None]] = field(default_factory=list)  # (t, the step's main state)
     steps: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (t, seconds per state)
+    # Per bucket of the window (JobReader._wait_bins), in time order by key: (seconds,
+    # seconds waiting for another rank): the straggler rule's bins.
+    wait_bins: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:
@@ -97,6 +101,11 @@ class HostDetail:
     findings: list[dict[str, object]] = field(default_factory=list)
 
 
+# The straggler rule's bins across hosts: the nodes' ledger counters move once an advisor
+# evaluation (every 5 s), so a bucket of that length holds about one evaluation's seconds.
+WAIT_STEP_S = 5.0
+
+
 def _rng(seconds: float) -> str:
     return f"[{max(1, round(seconds))}s]"
 
@@ -138,6 +147,7 @@ class JobReader:
             r = ranks.get(_rank_key(s))
             if r is not None:
                 r.worker_cpu_s = s.last
+        self._wait_bins(ranks, t1, window_s)
         if self.run_id is not None:
             # The run's hosts are those whose ranks carry its id.
             keep = {r.host for r in ranks.values()}
@@ -183,6 +193,46 @@ class JobReader:
                 # GPU_UTIL first; the graphics engine's activity only where it is missing.
                 if c is not None and s.last is not None and getattr(c, attr) is None:
                     setattr(c, attr, s.last * scale)
+
+    def _wait_bins(self, ranks: dict[tuple[str, str, str], RankData], t1: float, window_s: float) -> None:
+        """Each rank's seconds and waiting seconds per bucket of the window: the raw
+        counters' increments from one scrape to the next (not ``increase``, whose windows
+        drop or extrapolate the nodes' 5-s jumps; a counter reset leaves its increment
+        out), summed into buckets of WAIT_STEP_S — or of the scrapes' spacing where that is
+        longer — so the ranks of different hosts, scraped at different moments, fall into
+        the same buckets."""
+        qr = self.client.query_range
+        t0 = t1 - window_s
+        step = max(1.0, window_s / 1000.0)  # (Prometheus answers at most 11,000 points a series)
+        by = "sum by (host, rank, run_id) "
+        walls = qr(f"{by}(sattui_rank_state_seconds_total{self._sel(run_id=self.run_id)})", t0, t1, step)
+        waits = {_rank_key(s): dict(s.points) for s in qr(
+            f"{by}(sattui_rank_lost_seconds_total{self._sel(run_id=self.run_id, cause='straggler')})", t0, t1, step)}
+        incs: dict[tuple[str, str, str], list[tuple[float, float, float]]] = {}
+        for s in walls:
+            key = _rank_key(s)
+            if key not in ranks:
+                continue
+            wait_at = waits.get(key, {})
+            got = incs[key] = []
+            last_wait = 0.0
+            prev: tuple[float, float] | None = None
+            for t, wall in s.points:
+                wait = wait_at.get(t, last_wait)  # no series yet: nothing waited so far
+                last_wait = wait
+                if prev is not None:
+                    d_wall, d_wait = wall - prev[0], wait - prev[1]
+                    if d_wall > 0 and 0.0 <= d_wait <= d_wall + 1e-6:
+                        got.append((t, d_wall, d_wait))
+                prev = (wall, wait)
+        gaps = sorted(b[0] - a[0] for got in incs.values() for a, b in zip(got, got[1:], strict=False))
+        bucket = max(WAIT_STEP_S, WAIT_STEP_S * math.ceil(gaps[len(gaps) // 2] / WAIT_STEP_S) if gaps else 0.0)
+        for key, got in incs.items():
+            out = ranks[key].wait_bins
+            for t, d_wall, d_wait in got:
+                k = math.floor(t / bucket)
+                w0, x0 = out.get(k, (0.0, 0.0))
+                out[k] = (w0 + d_wall, x0 + d_wait)
 
     # -- the view's series
 
