@@ -113,11 +113,11 @@ def _job(w: Window) -> JobLedger | None:
 
 def _finding(rule: str, job: JobLedger, share: float, summary: str, ev: dict[str, object], fix: str,
              relax: float, rank: int | None = None, card: int | None = None,
-             shown_from: float = SHOWN_FROM) -> list[Finding]:
+             shown_from: float = SHOWN_FROM, impact_ci: tuple[float, float] | None = None) -> list[Finding]:
     if share < shown_from * relax:
         return []
     ev = {"share": round(share, 4), **_per_rank(job, RULE_CAUSE.get(rule, rule)), **ev}
-    return [Finding(rule, severity_for(share), share, summary, ev, fix, rank=rank, card=card)]
+    return [Finding(rule, severity_for(share), share, summary, ev, fix, rank=rank, card=card, impact_ci=impact_ci)]
 
 
 def _per_rank(job: JobLedger, cause: str) -> dict[str, object]:
@@ -463,7 +463,7 @@ def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
     return _finding("straggler", job, asym.estimate,
                     f"the other ranks wait for {_rank_name(slow)} {pct(gap.estimate)} of their time more than it "
                     f"waits for them ({pct(gap.low)}–{pct(gap.high)}, 95 %); its own time goes to {own_words}",
-                    ev, fix, relax, rank=slow.rank)
+                    ev, fix, relax, rank=slow.rank, impact_ci=(max(0.0, asym.low), min(1.0, asym.high)))
 
 
 def comm_bound(w: Window, relax: float = 1.0) -> list[Finding]:

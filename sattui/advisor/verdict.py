@@ -445,7 +445,8 @@ class Advisor:
                 st = self._hyst[key] = _Hyst()
             basis = f if f is not None else st.last
             iv = self.interval_of(basis) if basis is not None else None
-            if iv is not None and spec.hysteresis:
+            own = f is not None and f.impact_ci is not None  # the rule's own interval (the straggler's asymmetry)
+            if (iv is not None or own) and spec.hysteresis:
                 shown = self._by_interval(st, f, iv, t_now)
             else:
                 shown = self._by_time(st, spec, key, f, windows, held_cache, t_now)
@@ -456,13 +457,18 @@ class Advisor:
             out.append(shown)
         return out
 
-    def _by_interval(self, st: _Hyst, f: Finding | None, iv: ShareInterval, t_now: float) -> Finding | None:
-        if f is not None:
+    def _by_interval(self, st: _Hyst, f: Finding | None, iv: ShareInterval | None, t_now: float) -> Finding | None:
+        if f is not None and f.impact_ci is not None:
+            lo, hi = f.impact_ci
+            st.last = f
+        elif f is not None and iv is not None:
             lo, hi = iv.around(f.impact)
             st.last = f
-        else:
+        elif iv is not None:
             # the rule no longer fires (under its 3 %): its cause's interval says how far
             lo, hi = iv.lo, iv.hi
+        else:
+            lo = hi = 0.0  # its own interval gone with it: nothing left to show
         sure, could = level_of(lo), level_of(hi)
         if st.level is None:
             st.level = sure
@@ -479,8 +485,11 @@ class Advisor:
         if st.held_since is None:
             st.held_since = t_now
         base = f if f is not None else dataclasses.replace(
-            st.last, impact=iv.share, evidence={**st.last.evidence, "fading": True})
-        ev = {**base.evidence, "seconds": round(iv.seconds, 1), "bins": iv.bins, "n_eff": round(iv.n_eff, 1)}
+            st.last, impact=iv.share if iv is not None else st.last.impact,
+            evidence={**st.last.evidence, "fading": True})
+        ev = dict(base.evidence)
+        if iv is not None:
+            ev.update({"seconds": round(iv.seconds, 1), "bins": iv.bins, "n_eff": round(iv.n_eff, 1)})
         return dataclasses.replace(base, severity=_min_sev(st.level, base.severity), impact_ci=(lo, hi),
                                    since_s=st.held_since - self.warmup_s, evidence=ev)
 
