@@ -109,9 +109,25 @@ class Finding:
                    rank=_int_or_none(rec.get("rank")), t=float(rec.get("t") or 0.0),
                    impact_ci=_interval_or_none(rec.get("impact_ci")), since_s=_float_or_none(rec.get("since_s")))
 
+    def impact_text(self) -> str:
+        """The impact with how sure it is: ``88% ±5`` or ``41% (12–70%)``."""
+        return impact_text(self.impact, self.impact_ci)
+
     def where(self) -> str:
         """``card 1 rank 0``, or "" for the whole job."""
         return " ".join(f"{k} {v}" for k, v in (("card", self.card), ("rank", self.rank)) if v is not None)
+
+
+def impact_text(impact: float, ci: tuple[float, float] | list[float] | None) -> str:
+    """A share with its interval, in the words every view uses: ``88% ±5`` when the
+    interval is about symmetric (in points), else ``41% (12–70%)``; just ``88%`` without one."""
+    if ci is None or len(ci) != 2:
+        return f"{impact * 100:.0f}%"
+    lo, hi = float(ci[0]), float(ci[1])
+    below, above = impact - lo, hi - impact
+    if abs(below - above) <= 0.01:
+        return f"{impact * 100:.0f}% ±{max(below, above) * 100:.0f}"
+    return f"{impact * 100:.0f}% ({lo * 100:.0f}–{hi * 100:.0f}%)"
 
 
 def _float_or_none(v: Any) -> float | None:

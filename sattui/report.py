@@ -18,7 +18,7 @@ from typing import Any
 
 from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import JobLedger
-from sattui.findings import Severity, evidence_text
+from sattui.findings import Severity, evidence_text, impact_text
 from sattui.frames import frame_label, user_frame
 from sattui.model import Frame
 from sattui.recording import RecordingReader
@@ -433,7 +433,11 @@ def _verdict_lines(rep: dict[str, Any]) -> list[str]:
     led = ""
     if v.get("evaluations"):
         led = f" (led {v.get('led_share', 0) * 100:.0f}% of {v['evaluations']} evaluations"
-        led += f", impact {v['impact'] * 100:.0f}%)" if v.get("impact") else ")"
+        head = next((f for f in rep.get("findings") or [] if (f["rule"], f.get("card"), f.get("rank"))
+                     == (v["rule"], v.get("card"), v.get("rank"))), None)
+        ci = head.get("impact_ci") if head else None
+        led += f", impact {impact_text(v['impact'], ci)}" if v.get("impact") else ""
+        led += f", decided after {v['decided_after_s']:.0f} s)" if v.get("decided_after_s") is not None else ")"
     lines = [f"verdict     {Severity(v['severity']).label} {v['rule']}{where}: {v['summary']}{led}"]
     eff = (rep.get("efficiency") or {}).get("job")
     if eff:
@@ -452,6 +456,8 @@ def _finding_lines(rep: dict[str, Any]) -> list[str]:
                             if f.get(k) is not None and f"{k} {f[k]}" not in f["summary"])
             seen = (f" [{f['evaluations']} eval., {f['first_t']:.0f}–{f['last_t']:.0f} s]"
                     if f.get("evaluations") else "")
+            if f.get("impact_ci"):
+                seen += f" [interval {impact_text(f['impact'], f['impact_ci'])}]"
             lines.append(f"  {Severity(f['severity']).label:<6} {f['impact'] * 100:3.0f}%  "
                          f"{f['rule']}{where}{seen}")
             lines += _wrap(f["summary"], "          ")

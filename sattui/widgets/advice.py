@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from sattui.findings import Finding, evidence_text
+from sattui.findings import VERDICT_ONLY_RULES, Finding, evidence_text
 from sattui.textsafe import clean
 from sattui.view.data import ViewData
 
@@ -37,7 +37,9 @@ def advice_text(findings: list[Finding], width: int = 80) -> Text:
         sev = f.severity.value
         out.append(f"{sev.upper():<6} ", f.severity.text_style)
         out.append(clean(f.rule), "bold")
-        out.append(f"  impact {f.impact:.0%}", "dim")
+        out.append(f"  impact {f.impact_text()}", "dim")
+        if f.since_s is not None and f.rule not in VERDICT_ONLY_RULES:
+            out.append(f"  held since {f.since_s:.0f} s", "dim")
         if f.where():
             out.append("  " + f.where(), "dim")
         _wrapped(out, "  ", f.summary, "", width)

@@ -121,8 +121,9 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
     else:
         sev = v.severity.value
         summary = v.summary or v.rule
-        tail = f" (impact {v.impact:.0%})" if v.severity.at_least("medium") and f"{v.impact:.0%}" not in summary \
-            else ""
+        sure = v.impact_text() if v.impact_ci is not None else f"{v.impact:.0%}"
+        held = f", {v.since_s:.0f} s in" if v.since_s is not None and v.impact_ci is not None else ""
+        tail = f" (impact {sure}{held})" if v.severity.at_least("medium") and sure not in summary else ""
         lines.append([(f" {sev.upper()} ", sev), (" ", ""), (v.rule, "value"), (": ", "dim"),
                       (fit(summary + tail, max(10, width - len(sev) - len(v.rule) - 6)), "")])
 
