@@ -22,12 +22,13 @@ Per evaluation (every ~5 s):
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.base import AdvisorContext, Finding, Verdict, severity_for
-from sattui.advisor.ledger import JobLedger, LedgerBook
+from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.window import StackBinner, Window
 from sattui.timeline import Timeline
@@ -225,7 +226,9 @@ class Advisor:
         self.warmup_s = warmup_s
         self._hyst: dict[tuple[str, int | None, int | None], _Hyst] = {}
         self._binner = StackBinner()
-        self.book = LedgerBook(on_close=on_ledger_bin)
+        self._settle_binner = StackBinner()  # settle_ledger's
+        self.on_ledger_bin = on_ledger_bin
+        self.book = LedgerBook(on_close=self._ledger_bin_closed if on_ledger_bin is not None else None)
         self.ledger_s = 0.0  # the longest rank's or card's settled seconds in the latest ledger window
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
@@ -247,6 +250,28 @@ class Advisor:
                             default=0.0)
         lw.ledger = job if self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
         return lw
+
+    def settle_ledger(self, timeline: Timeline, t_now: float) -> None:
+        """Compute the ledger's bins up to ``StackBinner.LAG_S`` before ``t_now`` at once,
+        without judging, warm-up included: an exporter publishes each bin as soon as it
+        settles (``book.settled``), not after the warm-up and at the evaluations' pace.
+
+        The evaluations read the same bins (each is computed once) and still judge only
+        those after the warm-up; bins of the warm-up never reach ``on_ledger_bin``. Call it
+        with a non-decreasing ``t_now``, on the Timeline ``evaluate`` gets.
+        """
+        # Its own binner: the evaluations' forgets the bins before their long window, which
+        # starts after the warm-up, while the warm-up's last seconds are still settling.
+        w = Window(timeline, self.ctx, max(t_now - self.window_s, 0.0), t_now)
+        wl = Window(timeline, self.ctx, max(t_now - self.long_window_s, 0.0), t_now, binner=self._settle_binner,
+                    like=w)
+        self.book.update(w, wl, t_now - StackBinner.LAG_S)
+
+    def _ledger_bin_closed(self, b: int, job: JobLedger) -> None:
+        # The warm-up's bins exist only where settle_ledger computed them (an exporter's):
+        # the run's total (the report's) leaves the warm-up out, as the windows do.
+        if self.on_ledger_bin is not None and b >= math.floor(self.warmup_s / BIN_S):
+            self.on_ledger_bin(b, job)
 
     def flush_ledger(self, timeline: Timeline, t_end: float) -> None:
         """At the end of a recording: the last bins (those the lag held back) and every
