@@ -372,6 +372,8 @@ class LiveSession(Session):
         if t >= self._next_advice:
             self._next_advice = t + ADVISOR_PERIOD_S
             self._advise(t)
+        if self.metrics is not None:
+            self._publish_ledger(t)
         if t >= self._next_prune:
             self._next_prune = t + STALE_PROC_S / 10
             with self.lock:
@@ -386,11 +388,8 @@ class LiveSession(Session):
         if self._advisor_failed or t_eval <= 0:
             return
         try:
-            if self._advisor is None:
-                self._advisor = make_advisor(self.header)
-                if self._advisor is None:
-                    self._advisor_failed = True  # not installed: never try again
-                    return
+            if not self._have_advisor():
+                return
             if self.metrics is not None:
                 from sattui.metrics.feed import tell_world_size
 
@@ -406,6 +405,26 @@ class LiveSession(Session):
             from sattui.metrics.feed import push_ledger
 
             push_ledger(self.metrics, self._advisor)
+
+    def _have_advisor(self) -> bool:
+        if self._advisor is None and not self._advisor_failed:
+            self._advisor = make_advisor(self.header)
+            if self._advisor is None:
+                self._advisor_failed = True  # not installed: never try again
+        return self._advisor is not None and not self._advisor_failed
+
+    def _publish_ledger(self, t: float) -> None:
+        """--metrics: the ledger's bins as they settle, from the first tick on (not after
+        the advisor's warm-up)."""
+        try:
+            if not self._have_advisor():
+                return
+            from sattui.metrics.feed import settle_and_push
+
+            settle_and_push(self.metrics, self._advisor, self.timeline, t)
+        except Exception as e:  # a bug in the advisor must not stop sampling
+            self._advisor_failed = True
+            self.engine.emit([Event(t, "advisor_failing", f"advisor stopped: {type(e).__name__}: {e}").to_record()])
 
     def _notify(self) -> None:
         cb = self.on_update

@@ -112,6 +112,11 @@ DATA_CAUSES = (WORKER_BUSY, "worker_io_bound", "worker_respawn", "cpu_contention
 IDLE = "idle"
 UNKNOWN = "unknown"
 NOT_LOST = "compute"
+# Every cause a rank's lost seconds can have (state_causes), and a card's idle seconds
+# (card_piece_causes): the exporter starts each at 0 (sattui/metrics/exposition.py).
+RANK_CAUSES: tuple[str, ...] = (*DATA_CAUSES, "main_process_loading", "periodic_stall", "straggler", "comm_bound",
+                                "host_sync_stall", IDLE)
+CARD_CAUSES: tuple[str, ...] = (*RANK_CAUSES, "host_overhead_bound", UNKNOWN)
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:

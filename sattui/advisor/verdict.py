@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.base import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
-from sattui.advisor.ledger import JobLedger, LedgerBook
+from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_ledger import CAUSE_WORDS, RULE_CAUSE, SHOWN_FROM
 from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.sequential import ShareInterval, ShareStream
@@ -255,7 +255,9 @@ class Advisor:
         self.warmup_s = warmup_s
         self._hyst: dict[tuple[str, int | None, int | None], _Hyst] = {}
         self._binner = StackBinner()
-        self.book = LedgerBook(on_close=on_ledger_bin)
+        self._settle_binner = StackBinner()  # settle_ledger's
+        self.on_ledger_bin = on_ledger_bin
+        self.book = LedgerBook(on_close=self._ledger_bin_closed if on_ledger_bin is not None else None)
         self.ledger_s = 0.0  # the longest rank's or card's settled seconds in the latest ledger window
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
@@ -271,8 +273,7 @@ class Advisor:
 
     def ledger_window(self, timeline: Timeline, t_now: float, w: Window, wl: Window) -> Window:
         """The Window the ledger's rules read, with the ledger of its settled bins."""
-        pids = [p for p in w.trainer_pids if timeline.series("stack", p) is not None]
-        settled = min((StackBinner.settled_t(timeline, p, t_now) for p in pids), default=t_now - StackBinner.LAG_S)
+        settled = self._settled(timeline, w, t_now)
         self.book.update(w, wl, settled)
         lw = Window(timeline, self.ctx, max(t_now - self.ledger_window_s, self.warmup_s), t_now, binner=self._binner,
                     like=w)
@@ -309,6 +310,33 @@ class Advisor:
             if iv is not None:
                 out[c] = iv
         return out
+
+    def settle_ledger(self, timeline: Timeline, t_now: float) -> None:
+        """Compute the ledger's bins as far as they have settled at once (each pid's up to a
+        second before its newest stack sample, StackBinner.settled_t),
+        without judging, warm-up included: an exporter publishes each bin as soon as it
+        settles (``book.settled``), not after the warm-up and at the evaluations' pace.
+
+        The evaluations read the same bins (each is computed once) and still judge only
+        those after the warm-up; bins of the warm-up never reach ``on_ledger_bin``. Call it
+        with a non-decreasing ``t_now``, on the Timeline ``evaluate`` gets.
+        """
+        # Its own binner: the evaluations' forgets the bins before their long window, which
+        # starts after the warm-up, while the warm-up's last seconds are still settling.
+        w = Window(timeline, self.ctx, max(t_now - self.window_s, 0.0), t_now)
+        wl = Window(timeline, self.ctx, max(t_now - self.long_window_s, 0.0), t_now, binner=self._settle_binner,
+                    like=w)
+        self.book.update(w, wl, self._settled(timeline, w, t_now))
+
+    def _settled(self, timeline: Timeline, w: Window, t_now: float) -> float:
+        pids = [p for p in w.trainer_pids if timeline.series("stack", p) is not None]
+        return min((StackBinner.settled_t(timeline, p, t_now) for p in pids), default=t_now - StackBinner.LAG_S)
+
+    def _ledger_bin_closed(self, b: int, job: JobLedger) -> None:
+        # The warm-up's bins exist only where settle_ledger computed them (an exporter's):
+        # the run's total (the report's) leaves the warm-up out, as the windows do.
+        if self.on_ledger_bin is not None and b >= math.floor(self.warmup_s / BIN_S):
+            self.on_ledger_bin(b, job)
 
     def flush_ledger(self, timeline: Timeline, t_end: float) -> None:
         """At the end of a recording: the last bins (those the lag held back) and every

@@ -3,6 +3,13 @@ sattui's own names (docs/cluster.md: base units, ratios 0–1, counters ending i
 ``_total``) and, for NVIDIA cards, dcgm-exporter's names, labels and units, so
 dashboards built on dcgm-exporter work unchanged.
 
+Every family is on the page from the first scrape (docs/cluster.md). A counter starts at
+0: each known rank has a series for every state and cause, each known card for every
+state and cause of its idle ledger, before their first second counts (so ``rate()`` and
+``increase()`` see the first seconds, and a family is never missing). A gauge whose value
+is not known (a card that does not give it, no finding standing) has no series: its
+family's ``# HELP``/``# TYPE`` lines alone, never a 0 standing in for unknown.
+
 Label values are other people's text (card names from a vendor tool, the run id from
 the trainer's environment, ``--host``): prometheus_client escapes them in the exposition
 (backslash, double quote, new line); readers escape the rest before a terminal
@@ -21,6 +28,13 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from sattui.metrics.node import CardState, NodeMetrics, Snapshot
+from sattui.states import COUNTED_NAMES
+
+try:
+    from sattui.advisor.ledger import CARD_CAUSES, RANK_CAUSES, UNKNOWN
+except ImportError:  # without the advisor there is no ledger: its counters stay empty
+    CARD_CAUSES = RANK_CAUSES = ()
+    UNKNOWN = "unknown"
 
 CARD_LABELS = ("host", "card", "uuid", "vendor", "model")
 RANK_LABELS = ("host", "rank", "local_rank", "run_id")
@@ -108,9 +122,21 @@ def _num(sample: dict[str, Any] | None, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+# The label values each counter starts at 0 (the card's idle ledger says "unknown" where
+# no stacks were sampled).
+RANK_STATES = COUNTED_NAMES
+CARD_STATES = (*COUNTED_NAMES, UNKNOWN)
+
+
+def _from_zero(names: Iterable[str], got: dict[str, float]) -> list[tuple[str, float]]:
+    """``got`` with every one of ``names`` it lacks at 0, sorted by name."""
+    return sorted({**dict.fromkeys(names, 0.0), **got}.items())
+
+
 def rows(s: Snapshot) -> Rows:
-    """Every family of one snapshot with its samples ``(label values, value)``. A value
-    the card does not give is left out (missing is not 0)."""
+    """Every family of one snapshot with its samples ``(label values, value)``, each family
+    always (with no samples where nothing is known). A gauge value the card does not give
+    is left out (missing is not 0); the counters of a known card or rank start at 0."""
     out: Rows = [(INFO, [((s.host, s.version, s.backend or ""), 1.0)])]
     card_labels = [_card_labels(s.host, c) for c in s.cards]
     for fam, (_, _, key, scale) in zip(CARD_FAMILIES, CARD_GAUGES):
@@ -126,10 +152,9 @@ def rows(s: Snapshot) -> Rows:
     cause: Samples = []
     covered: Samples = []
     for c, lab in zip(s.cards, card_labels):
-        if c.ledger_s > 0:
-            covered.append((lab, c.ledger_s))
-        idle += [(lab + (k,), v) for k, v in sorted(c.idle_by_state_s.items())]
-        cause += [(lab + (k,), v) for k, v in sorted(c.idle_by_cause_s.items())]
+        covered.append((lab, c.ledger_s))
+        idle += [(lab + (k,), v) for k, v in _from_zero(CARD_STATES, c.idle_by_state_s)]
+        cause += [(lab + (k,), v) for k, v in _from_zero(CARD_CAUSES, c.idle_by_cause_s)]
     out += [(IDLE, idle), (IDLE_CAUSE, cause), (COVERED, covered)]
 
     states: Samples = []
@@ -138,8 +163,8 @@ def rows(s: Snapshot) -> Rows:
     wcpu: Samples = []
     for r in sorted(s.ranks, key=lambda r: (r.labels.rank, r.labels.run_id)):
         lab = (s.host, r.labels.rank, r.labels.local_rank, r.labels.run_id)
-        states += [(lab + (k,), v) for k, v in sorted(r.states_s.items())]
-        lost += [(lab + (k,), v) for k, v in sorted(r.causes_s.items())]
+        states += [(lab + (k,), v) for k, v in _from_zero(RANK_STATES, r.states_s)]
+        lost += [(lab + (k,), v) for k, v in _from_zero(RANK_CAUSES, r.causes_s)]
         workers.append((lab, float(r.workers)))
         wcpu.append((lab, r.worker_cpu_s))
     out += [(STATES, states), (LOST, lost), (WORKERS, workers), (WORKER_CPU, wcpu)]

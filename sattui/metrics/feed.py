@@ -2,8 +2,9 @@
 no live session, yet its metrics need the time ledger (each rank's state and lost
 seconds, each card's idle seconds by state) and the current findings. This keeps a
 Timeline fed from the engine's records and judges it every ``ADVISOR_PERIOD_S`` on the
-sampling thread, as the live session does (sattui/session.py); the recording itself is
-unchanged (findings go to the exporter only).
+sampling thread, as the live session does (sattui/session.py), and at every tick publishes
+the ledger's newly settled bins; the recording itself is unchanged (findings go to the
+exporter only).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ def push_ledger(node: NodeMetrics, advisor: Any) -> None:
         node.add_ledger(book.settled(node.ledger_done))
 
 
+def settle_and_push(node: NodeMetrics, advisor: Any, timeline: Timeline, t_now: float) -> None:
+    """At every tick: the ledger's bins settled by ``t_now`` (``StackBinner.LAG_S`` after
+    their samples) into the node's counters at once, warm-up included, whether or not the
+    advisor judges yet. Waiting for the evaluations kept a rank's state seconds off the
+    exporter for the warm-up, the evaluations' own lag and the 20 s of ledger they judge
+    from: no ``sattui_rank_state_seconds_total`` at all 20 s after start (issue 23)."""
+    settle = getattr(advisor, "settle_ledger", None)
+    if settle is None:
+        return
+    tell_world_size(node, advisor)
+    settle(timeline, t_now)
+    push_ledger(node, advisor)
+
+
 class AdvisedMetrics:
     """An engine sink plus an ``on_tick`` for ``Engine.run`` (both on the sampling thread)."""
 
@@ -55,15 +70,15 @@ class AdvisedMetrics:
         if t >= self._next_prune:
             self._next_prune = t + STALE_PROC_S / 10
             self.timeline.drop_stale("proc", t - STALE_PROC_S)
-        if t < self._next or self.advisor is None or self.failed is not None:
-            return
-        self._next = t + ADVISOR_PERIOD_S
-        t_eval = t - self.lag_s
-        if t_eval <= 0:
+        if self.advisor is None or self.failed is not None:
             return
         try:
-            tell_world_size(self.node, self.advisor)
-            self.node.set_findings(advisor_records(self.advisor, self.timeline, t_eval))
-            push_ledger(self.node, self.advisor)
+            if t >= self._next:
+                self._next = t + ADVISOR_PERIOD_S
+                t_eval = t - self.lag_s
+                if t_eval > 0:
+                    tell_world_size(self.node, self.advisor)
+                    self.node.set_findings(advisor_records(self.advisor, self.timeline, t_eval))
+            settle_and_push(self.node, self.advisor, self.timeline, t)
         except Exception as e:  # a bug in the advisor must not stop the recording
             self.failed = f"{type(e).__name__}: {e}"

@@ -42,7 +42,7 @@ def job(tmp_path_factory):
             "-m", "sattui.demo.ddp_trainer", "--ddp", "--steps", "100000"), cwd=REPO, stdout=log, stderr=log))
     try:
         with Prometheus({JOB: [f"127.0.0.1:{p}" for p in ports]}) as prom:
-            prom.wait_for(f'count by (host) (sattui_rank_state_seconds_total{{job="{JOB}"}})', n=2, timeout=120)
+            prom.wait_for(f'count by (host) (sattui_rank_state_seconds_total{{job="{JOB}"}} > 0)', n=2, timeout=120)
             yield prom
     finally:
         for p in procs:

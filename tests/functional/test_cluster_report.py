@@ -41,7 +41,7 @@ def prom():
                     "wtc-input": [n.target for n in nodes[2:]] + [f"127.0.0.1:{dcgm.port}"]}
             with Prometheus(jobs) as p:
                 # Enough scrapes for rates: increase() needs two points of each series.
-                p.wait_for('sattui_rank_state_seconds_total{job="wtc-strag"}', n=5)
+                p.wait_for('sattui_rank_state_seconds_total{job="wtc-strag"} > 0', n=5)
                 p.wait_for('DCGM_FI_DEV_GPU_TEMP{job="wtc-input"}', n=1)
                 time.sleep(8)
                 yield p

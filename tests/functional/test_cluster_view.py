@@ -52,7 +52,7 @@ def cluster():
             n.__enter__()
         try:
             with Prometheus({"wtv-job": [n.target for n in nodes] + [f"127.0.0.1:{dcgm.port}"]}) as p:
-                p.wait_for('sattui_rank_state_seconds_total{job="wtv-job"}', n=11)
+                p.wait_for('sattui_rank_state_seconds_total{job="wtv-job"} > 0', n=11)
                 time.sleep(6)
                 yield p
         finally:
@@ -125,7 +125,7 @@ async def test_prometheus_down_is_said_and_the_last_data_stays():
         prom = Prometheus({"wtv-down": [node.target]}, port=free_port())
         prom.__enter__()
         try:
-            prom.wait_for('sattui_rank_state_seconds_total{job="wtv-down"}', n=2)
+            prom.wait_for('sattui_rank_state_seconds_total{job="wtv-down"} > 0', n=2)
             poller = ClusterPoller(prom.url, "wtv-down", window_s=60.0, timeout_s=2.0)
             app = ClusterApp(poller, show_clock=False)
             async with app.run_test(size=SIZE) as pilot:
@@ -153,7 +153,7 @@ async def test_sixteen_hosts_scroll_and_the_ui_thread_never_reads_prometheus():
         n.__enter__()
     try:
         with Prometheus({"wtv-16": [n.target for n in nodes]}) as prom:
-            prom.wait_for('sattui_rank_state_seconds_total{job="wtv-16"}', n=32)
+            prom.wait_for('sattui_rank_state_seconds_total{job="wtv-16"} > 0', n=32)
             poller = ClusterPoller(prom.url, "wtv-16", window_s=60.0)
             ui_thread: list[int] = []
             real = poller.client._get
