@@ -105,6 +105,8 @@ class Result:
 def _headline_text(f) -> str:
     ci = getattr(f, "impact_ci", None)
     extra = f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else ""
+    if f.rule == "no_data":
+        extra = f" ({f.summary[:70]})"
     return f"{f.rule} {f.severity.value} {f.impact:.2f}{extra}"
 
 
