@@ -49,6 +49,9 @@ LAG_S = 4.0
 # timescale (raised after two evaluations). Judging a 1-hour recording every 5 s spent
 # 720 evaluations on windows that overlap six times over.
 MAX_EVALUATIONS = 240
+# No recording is 30 years long: a time past this is a damaged record's (float steps of
+# a second are lost around 1e16, and an evaluation loop would never reach it).
+MAX_T_S = 1e9
 MAX_EVERY_S = 15.0
 
 
@@ -139,6 +142,9 @@ class Judge:
         if kind == "finding":
             return
         t = float(rec["t"])
+        if not -MAX_T_S < t < MAX_T_S:
+            return  # a damaged record's time: judging up to it would never end
+        self._skip_gap(t - LAG_S)
         while self.next_t <= t - LAG_S:
             self._evaluate(self.next_t)
             self.next_t += self.every_s
@@ -146,7 +152,7 @@ class Judge:
         if kind == "card":
             self.meter.add(rec)
         end = rec.get("t_end", t)
-        if end > self.max_t:
+        if self.max_t < end < MAX_T_S:
             self.max_t = float(end)
 
     def _evaluate(self, t: float) -> None:
@@ -172,7 +178,16 @@ class Judge:
                 agg = self.aggs[f.key()] = _Agg(f)
             agg.add(f)
 
+    def _skip_gap(self, until: float) -> None:
+        """Over a stretch with no records longer than the long window (a paused trainer, or
+        a damaged record's far-off time), evaluations would judge empty windows one after
+        another: move on to the last long window before ``until`` at once, on the same grid."""
+        gap = until - self.next_t - self.advisor.long_window_s
+        if gap > self.every_s:
+            self.next_t += (gap // self.every_s) * self.every_s
+
     def finish(self) -> None:
+        self._skip_gap(self.max_t)
         while self.next_t <= self.max_t + 1e-9:
             self._evaluate(self.next_t)
             self.next_t += self.every_s

@@ -124,8 +124,13 @@ def header_lines(data: ViewData, view: ViewState, width: int) -> list[list[Run]]
         sure = v.impact_text() if v.impact_ci is not None else f"{v.impact:.0%}"
         held = f", {v.since_s:.0f} s in" if v.since_s is not None and v.impact_ci is not None else ""
         tail = f" (impact {sure}{held})" if v.severity.at_least("medium") and sure not in summary else ""
-        lines.append([(f" {sev.upper()} ", sev), (" ", ""), (v.rule, "value"), (": ", "dim"),
-                      (fit(summary + tail, max(10, width - len(sev) - len(v.rule) - 6)), "")])
+        name = v.rule
+        if v.rule == "no_data" and ":" in summary:
+            # what it is doing while no verdict stands ("judging: data wait leads, 62–91 %
+            # after 4 s", "collecting: …"), in its own word rather than "no_data"
+            name, summary = (x.strip() for x in summary.split(":", 1))
+        lines.append([(f" {sev.upper()} ", sev), (" ", ""), (name, "value"), (": ", "dim"),
+                      (fit(summary + tail, max(10, width - len(sev) - len(name) - 6)), "")])
 
     # degraded states, plainly, one line each
     probs: list[list[Run]] = []
