@@ -19,7 +19,6 @@ the long window only, so memory is bounded whatever the recording's length.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.ledger import JobLedger
 from sattui.advisor.rules_ledger import RULE_CAUSE
 from sattui.advisor.sequential import ShareInterval, ShareStream
-from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains, level_of
+from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
 from sattui.advisor.window import Window
 from sattui.feed import Feed
 from sattui.findings import Severity
@@ -306,17 +305,14 @@ class Judge:
         return out
 
     def _gated(self, f: Finding) -> Finding | None:
-        """A whole-run ledger finding at the severity its interval bears out (None: too
-        few bins for any; a rule with an interval of its own keeps its severity)."""
+        """A whole-run ledger finding, when the run holds enough bins for an interval at
+        all (None: too few). Its severity stays the point estimate's: the run is over, and
+        its interval (``impact_ci``, printed beside it) says how sure that is — a phase of
+        whole seconds every few seconds (a checkpoint) is plain in a 40-s run's share while
+        its one-second bins, all-or-nothing, keep the interval wide."""
         if f.impact_ci is not None:
             return f
-        iv = self.whole_run_interval(RULE_CAUSE.get(f.rule, f.rule))
-        if iv is None:
-            return None
-        sure = level_of(iv.around(f.impact)[0])
-        if sure is None:
-            return None
-        return dataclasses.replace(f, severity=sure if sure.rank < f.severity.rank else f.severity)
+        return f if self.whole_run_interval(RULE_CAUSE.get(f.rule, f.rule)) is not None else None
 
     def _ci(self, f: Finding) -> list[float] | None:
         """A whole-run ledger finding's interval: its cause's, around its impact."""

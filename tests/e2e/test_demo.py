@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -145,4 +146,9 @@ def test_slow_worker_start_demo_waits_on_its_workers_restarts(tmp_path):
     ev = f["evidence"]
     # Measured (2 loaded cores): 1.62 s a start seen, its truth 1.59 s; 7 restarts seen of 7.
     assert abs(ev["start_s_per_epoch"] - true_start_s) <= 0.3, (ev, true_start_s)
-    assert ev["restarts"] >= last["restarts"] - 2, (ev, last)
+    # The report judges from its 10-s warm-up on: the restarts the trainer made after it.
+    started = datetime.fromisoformat(_read(out)[0]["started_at"]).timestamp()
+    lines = [json.loads(x) for x in truth.read_text().splitlines() if x.strip()]
+    before = [x["restarts"] for x in lines if x["wall"] <= started + rep["advisor"]["warmup_s"]]
+    judged = last["restarts"] - (before[-1] if before else 0)
+    assert judged - 2 <= ev["restarts"] <= last["restarts"], (ev, judged, last)

@@ -58,7 +58,9 @@ def _check_two_ranks(rep: dict, out: Path) -> dict[int, dict]:
 def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
     need_trainer_tools()
     out = tmp_path / "spawn.jsonl"
-    rep = _record(out, "--idiom", "plain", "--ranks", "2", "--steps", "200", "--width", "256",
+    # Steps enough for ~20 s on a quiet box: the report judges from 10 s on (its warm-up),
+    # and a rank's ledger row needs seconds after it (200 steps ended at 10 s).
+    rep = _record(out, "--idiom", "plain", "--ranks", "2", "--steps", "1200", "--width", "256",
                   "--num-workers", "1", "--port", "29571")
     ranks = _check_two_ranks(rep, out)
     started = rep["trainer"]["pid"]
@@ -76,7 +78,7 @@ def test_lightning_ddp_ranks_read_forward_backward(tmp_path):
     need_trainer_tools()
     pytest.importorskip("lightning", reason="lightning not installed (pip install -e .[test])")
     out = tmp_path / "lightning.jsonl"
-    rep = _record(out, "--idiom", "lightning", "--ranks", "2", "--strategy", "ddp", "--steps", "250",
+    rep = _record(out, "--idiom", "lightning", "--ranks", "2", "--strategy", "ddp", "--steps", "900",
                   "--width", "256")
     ranks = _check_two_ranks(rep, out)
     started = rep["trainer"]["pid"]
