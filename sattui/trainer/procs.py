@@ -612,7 +612,8 @@ class ProcessTree:
             parent = members.get(m.ppid) if m.ppid is not None else None
             if (self.stack_probe is None or not m.fallback or m.trainer or m.spawn_rank
                     or m.name == WORKER_COMM or m.probes >= SPAWN_PROBES
-                    or parent is None or parent.role not in ("main", "rank")):
+                    or parent is None
+                    or (parent.role not in ("main", "rank") and parent.starts_ranks != "other")):
                 continue
             m.probes += 1
             try:
@@ -869,9 +870,14 @@ class ProcessTree:
         # A launcher's children are never its DataLoader workers (a shell forks subshells
         # that share its command line until they exec).
         launcher_child = finder is not None and parent is not None and parent.pid == self.pid
+        parent_role = "other" if launcher_child else parent.role if parent else None
+        if parent is not None and parent.starts_ranks == "other":
+            # mp.spawn's waiting parent reads "other" once one rank showed _wrap; a sibling
+            # still importing is a rank to tell yet, as it was under a "main" parent
+            parent_role = "main"
         role, fallback = role_of(
             st.comm, m.cmdline, is_main=m.pid == self.pid and finder is None,
-            parent_role="other" if launcher_child else parent.role if parent else None,
+            parent_role=parent_role,
             parent_cmdline=parent.cmdline if parent else None,
             env_rank=m.env_rank, parent_env_rank=parent.env_rank if parent else None,
         )

@@ -157,3 +157,33 @@ def test_a_rerun_with_local_rank_makes_both_ranks():
         assert tree.trainer_pids() == [p.pid, kids[0]]
     finally:
         _stop(p)
+
+
+def test_a_rank_that_shows_its_wrap_late_is_still_a_rank():
+    # Under load one spawned rank can still be importing torch when its sibling already
+    # runs _wrap: the parent is then known to only wait (role "other"), and the late one
+    # must stay a candidate, not be frozen as "other" (CI: rank 1 lost this way).
+    wrap = (Frame("_wrap", SP + "torch/multiprocessing/spawn.py", 87),)
+    ticks = {"n": 0}
+    first: list[int] = []
+
+    def probe(pid: int):
+        if not first:
+            first.append(pid)
+        return wrap if pid == first[0] or ticks["n"] >= 4 else None
+
+    p = _start("spawn")
+    try:
+        tree = ProcessTree(p.pid, Clock(), stack_probe=probe)
+        samples: list = []
+        for n in range(8):
+            ticks["n"] = n
+            samples, _ev = tree.sample()
+            time.sleep(0.05)
+        roles = {s.pid: (s.role, s.rank, s.ppid) for s in samples}
+        kids = _kids(roles, p.pid)
+        assert len(kids) == 2, roles
+        assert sorted(roles[k][:2] for k in kids) == [("rank", 0), ("rank", 1)], roles
+        assert roles[p.pid][0] == "other"
+    finally:
+        _stop(p)
