@@ -24,6 +24,17 @@ the variance is shrunk towards the worst case for a share m, bins that are all-o
 (m (1 − m)), with the weight of ``PRIOR_BINS`` bins: the interval starts wide and narrows
 as the data show how steady the share is.
 
+**Periodic stalls** (a checkpoint every N steps) defeat the lag-1 model: a second in the
+stall is followed by another, so ρ is high and the bins look like few observations, while
+the share itself is as steady as the period (the correlations turn negative at longer
+lags). A second interval reads the stream as cycles, the regenerative method of
+simulation output analysis: each episode (a run of bins holding the state) starts a cycle
+that ends where the next one starts; cycles are independent when the episodes recur as a
+renewal process, and the share is the ratio ΣD / ΣC of the cycles' seconds in the state D
+to their lengths C, with variance Σ(D − m C)² / (ΣC)² (the delta method). Each interval
+is taken at α/2 and the two are intersected: at every look, both hold but with
+probability 1 − α (Bonferroni), whichever of them is the narrower.
+
 Tested on simulated autocorrelated streams (tests/unit/test_sequential.py): at a true share
 just under a threshold, the lower bound crosses it in at most 1 % of 10,000 two-minute
 streams judged every second.
@@ -35,7 +46,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-ALPHA = 0.02            # two-sided: each side errs at most ~1 % over all looks
+ALPHA = 0.02            # two-sided: each side errs at most ~1 % over all looks …
+ALPHA_EACH = ALPHA / 2  # … shared by the bins' interval and the cycles' (Bonferroni)
 TIGHT_AT_N = 8.0        # effective bins where the sequence is tightest
 PRIOR_BINS = 1.0        # weight of the prior variance
 PRIOR_VAR = 0.25        # a share's worst case: bins all-or-nothing at m = 0.5
@@ -44,8 +56,12 @@ MIN_PIECES = 4          # … or fewer pieces of evidence (a long run is one)
 MAX_RHO = 0.9
 PRIOR_RHO = 0.5         # autocorrelation assumed until the bins show theirs …
 PRIOR_RHO_BINS = 4.0    # … with this weight
+MIN_CYCLES = 3          # complete cycles before the cycles' interval speaks …
+PRIOR_CYCLE_VAR_S2 = 0.25  # one all-or-nothing second's variance, D − mC in s², …
+PRIOR_CYCLES = 1.0      # … with the weight of one cycle
+MAX_CYCLE_CV = 0.25     # … and only while their lengths and seconds held vary by less than this
 
-_LOG_TERM = -2.0 * math.log(ALPHA)
+_LOG_TERM = -2.0 * math.log(ALPHA_EACH)
 _RHO2 = (_LOG_TERM + math.log(_LOG_TERM + 1.0)) / TIGHT_AT_N
 
 
@@ -53,7 +69,7 @@ def cs_factor(n_eff: float) -> float:
     """The half-width over σ̂ after ``n_eff`` effective observations."""
     n = max(n_eff, 1.0)
     a = n * _RHO2 + 1.0
-    return math.sqrt(2.0 * a / (n * n * _RHO2) * math.log(math.sqrt(a) / ALPHA))
+    return math.sqrt(2.0 * a / (n * n * _RHO2) * math.log(math.sqrt(a) / ALPHA_EACH))
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,7 @@ class ShareStream:
     the same however many bins came before. Bins may also leave from the old end
     (:meth:`drop_oldest`, a sliding window): the sums are exact either way."""
 
-    __slots__ = ("n", "sw", "swx", "swxx", "sx", "sxx_lag", "pieces", "_xs")
+    __slots__ = ("n", "sw", "swx", "swxx", "sx", "sxx_lag", "pieces", "_xs", "cycles")
 
     def __init__(self) -> None:
         self.n = 0
@@ -87,6 +103,7 @@ class ShareStream:
         self.sxx_lag = 0.0    # Σ x_i x_{i+1}
         self.pieces = 0       # mixed bins plus runs of pure ones (see _piece)
         self._xs: list[tuple[float, float]] = []
+        self.cycles = CycleSums()
 
     def add(self, x: float, w: float) -> None:
         if w <= 0.0:
@@ -101,8 +118,10 @@ class ShareStream:
         self.swx += w * x
         self.swxx += w * x * x
         self.sx += x
+        self.cycles.add(x, w)
 
     def drop_oldest(self) -> None:
+        self.cycles.drop_oldest()
         x, w = self._xs.pop(0)
         self.pieces -= _piece(None, x)
         if self._xs:
@@ -137,7 +156,89 @@ class ShareStream:
         # unbroken wait are one wait, however long.
         n_eff = min(n * (1.0 - rho) / (1.0 + rho), float(self.pieces))
         hw = math.sqrt(var) * cs_factor(n_eff)
-        return ShareInterval(m, max(0.0, m - hw), min(1.0, m + hw), n, self.sw, n_eff)
+        lo, hi = m - hw, m + hw
+        by_cycles = self.cycles.interval()
+        if by_cycles is not None:
+            c_lo, c_hi, k = by_cycles
+            if max(lo, c_lo) <= min(hi, c_hi):
+                # both hold at once but with probability 1 − α: the intersection does too
+                lo, hi = max(lo, c_lo), min(hi, c_hi)
+                n_eff = max(n_eff, float(k))
+        lo, hi = max(0.0, min(lo, m)), min(1.0, max(hi, m))
+        return ShareInterval(m, lo, hi, n, self.sw, n_eff)
+
+
+class CycleSums:
+    """The stream read as cycles (the module's docs): an episode is a run of bins that
+    hold the state (over :data:`PURE`); a cycle runs from one episode's first bin to the
+    next one's. Running sums over the complete cycles; the cycle still open is kept apart,
+    and one that started before the oldest bin kept is dropped whole."""
+
+    __slots__ = ("k", "sd", "sc", "sdd", "sdc", "scc", "_done", "_first", "_next",
+                 "_open_at", "_open_d", "_open_c", "_held")
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.sd = self.sc = self.sdd = self.sdc = self.scc = 0.0
+        self._done: list[tuple[int, float, float]] = []  # (first bin, D, C) oldest first
+        self._first = 0         # index of the oldest bin kept
+        self._next = 0          # index the next bin gets
+        self._open_at: int | None = None
+        self._open_d = self._open_c = 0.0
+        self._held = False      # the last bin held the state
+
+    def add(self, x: float, w: float) -> None:
+        held = x > PURE
+        if held and not self._held:
+            if self._open_at is not None:
+                self._close()
+            self._open_at, self._open_d, self._open_c = self._next, 0.0, 0.0
+        if self._open_at is not None:
+            self._open_d += x * w
+            self._open_c += w
+        self._held = held
+        self._next += 1
+
+    def _close(self) -> None:
+        assert self._open_at is not None
+        d, c = self._open_d, self._open_c
+        self._done.append((self._open_at, d, c))
+        self.k += 1
+        self.sd += d
+        self.sc += c
+        self.sdd += d * d
+        self.sdc += d * c
+        self.scc += c * c
+
+    def drop_oldest(self) -> None:
+        self._first += 1
+        while self._done and self._done[0][0] < self._first:
+            _at, d, c = self._done.pop(0)
+            self.k -= 1
+            self.sd -= d
+            self.sc -= c
+            self.sdd -= d * d
+            self.sdc -= d * c
+            self.scc -= c * c
+        if self._open_at is not None and self._open_at < self._first:
+            self._open_at = None  # it lost its start: the next episode opens a cycle
+
+    def interval(self) -> tuple[float, float, int] | None:
+        """(lo, hi, cycles) of the share over the complete cycles, None with fewer than
+        :data:`MIN_CYCLES` of them."""
+        k = self.k
+        if k < MIN_CYCLES or self.sc <= 0.0:
+            return None
+        mean_c = self.sc / k
+        mean_d = self.sd / k
+        if (math.sqrt(max(0.0, self.scc / k - mean_c * mean_c)) > MAX_CYCLE_CV * mean_c
+                or math.sqrt(max(0.0, self.sdd / k - mean_d * mean_d)) > MAX_CYCLE_CV * mean_d):
+            return None
+        m = self.sd / self.sc
+        ss = max(0.0, self.sdd - 2.0 * m * self.sdc + m * m * self.scc)
+        var_z = (ss + PRIOR_CYCLES * PRIOR_CYCLE_VAR_S2) / (k + PRIOR_CYCLES)
+        hw = math.sqrt(var_z) / mean_c * cs_factor(float(k))
+        return m - hw, m + hw, k
 
 
 PURE = 0.02  # a bin within this of 0 or 1 holds one state throughout

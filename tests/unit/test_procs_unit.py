@@ -268,8 +268,10 @@ def test_a_child_born_between_ticks_has_its_first_seconds_measured() -> None:
         by = _by_pid(tree.sample()[0])
         # the sleeper's interpreter start-up is its only CPU
         assert by[sleeper.pid].cpu is not None and by[sleeper.pid].cpu < 0.3, by[sleeper.pid]
-        assert by[busy.pid].cpu is not None and by[busy.pid].cpu > 0.5, by[busy.pid]
-        assert by[busy.pid].run_delay is not None
+        # ~a core when it had one; on a loaded box it waited for the rest in the run queue
+        b = by[busy.pid]
+        assert b.cpu is not None and b.run_delay is not None, b
+        assert b.cpu > 0.2 and b.cpu + b.run_delay > 0.8, b
         # when each started, on the tree's clock: between the two ticks (the fake clock is
         # a step of 1 s, the real one a little more); said once
         for p in (sleeper, busy):
