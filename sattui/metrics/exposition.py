@@ -107,6 +107,10 @@ WORKER_CPU = Family("sattui_worker_cpu_seconds", "counter", "CPU seconds used by
                     RANK_LABELS)
 FINDINGS = Family("sattui_finding_impact_ratio", "gauge", "Current advisor findings: the share of the job's wall "
                   "time a fix would recover, 0-1 (absent when cleared).", ("host", "rule", "severity", "card", "rank"))
+FINDINGS_LOWER = Family("sattui_finding_impact_lower_ratio", "gauge", "Lower end of the interval of a current "
+                        "finding's impact, 0-1 (absent when cleared or not known).", FINDINGS.labels)
+FINDINGS_UPPER = Family("sattui_finding_impact_upper_ratio", "gauge", "Upper end of the interval of a current "
+                        "finding's impact, 0-1 (absent when cleared or not known).", FINDINGS.labels)
 DCGM_FAMILIES = [Family(name, "gauge", help_, DCGM_LABELS) for name, help_, _, _ in DCGM_GAUGES]
 
 
@@ -170,13 +174,20 @@ def rows(s: Snapshot) -> Rows:
     out += [(STATES, states), (LOST, lost), (WORKERS, workers), (WORKER_CPU, wcpu)]
 
     found: Samples = []
+    lower: Samples = []
+    upper: Samples = []
     seen: set[tuple[str, str, str]] = set()
     for f in s.findings:
         fkey = (f["rule"], f["card"], f["rank"])
         if fkey not in seen:  # one series per finding (a headline is also in the list)
             seen.add(fkey)
-            found.append(((s.host, f["rule"], f["severity"], f["card"], f["rank"]), f["impact"]))
-    out.append((FINDINGS, found))
+            lab = (s.host, f["rule"], f["severity"], f["card"], f["rank"])
+            found.append((lab, f["impact"]))
+            ci = f.get("impact_ci")
+            if ci is not None:
+                lower.append((lab, ci[0]))
+                upper.append((lab, ci[1]))
+    out += [(FINDINGS, found), (FINDINGS_LOWER, lower), (FINDINGS_UPPER, upper)]
 
     nvidia = [c for c in s.cards if c.info.get("vendor") == "nvidia"]
     if nvidia:

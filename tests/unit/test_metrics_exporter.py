@@ -150,6 +150,22 @@ def test_current_findings_replace_the_previous_and_a_cleared_one_disappears():
     assert "sattui_finding_impact_ratio" not in scrape(node)
 
 
+def test_a_findings_interval_is_served_beside_its_impact():
+    node = NodeMetrics("n1", read_env=no_env)
+    f = {"kind": "finding", "t": 5.0, "rule": "input_bound", "severity": "high", "impact": 0.7, "card": None,
+         "rank": None, "impact_ci": [0.62, 0.79]}
+    node.sink([f, {**f, "rule": "throttled", "severity": "medium", "impact": 0.1, "card": 0, "impact_ci": None}])
+    got = scrape(node)
+    labels = {"rule": "input_bound", "severity": "high", "card": "", "rank": ""}
+    assert one(got, "sattui_finding_impact_lower_ratio", **labels) == 0.62
+    assert one(got, "sattui_finding_impact_upper_ratio", **labels) == 0.79
+    # a finding without an interval has its impact only: an unknown bound is no series
+    assert [lab["rule"] for lab, _ in got["sattui_finding_impact_lower_ratio"]] == ["input_bound"]
+    assert len(got["sattui_finding_impact_ratio"]) == 2
+    node.set_findings([])
+    assert "sattui_finding_impact_lower_ratio" not in scrape(node)
+
+
 def test_hostile_label_values_are_escaped_in_the_exposition():
     node = NodeMetrics('evil"\n\\host', read_env=no_env)
     bad = 'Card "X"\n# HELP fake\x1b[2J'

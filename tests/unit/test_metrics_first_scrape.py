@@ -35,6 +35,8 @@ CONTRACT_FAMILIES = {
     "sattui_dataloader_workers": "gauge",
     "sattui_worker_cpu_seconds": "counter",
     "sattui_finding_impact_ratio": "gauge",
+    "sattui_finding_impact_lower_ratio": "gauge",
+    "sattui_finding_impact_upper_ratio": "gauge",
     "sattui_rank_lost_seconds": "counter",
     "sattui_card_idle_cause_seconds": "counter",
     "sattui_card_ledger_seconds": "counter",
@@ -91,7 +93,8 @@ def test_a_fresh_session_starts_its_counters_at_0_and_leaves_unknown_gauges_out(
     # The card has not been sampled yet: its gauges are unknown (memory total is from discovery).
     assert series(got, "sattui_card_memory_total_bytes", **card) == {"": 1000.0}
     for fam in ("sattui_card_utilization_ratio", "sattui_card_sm_active_ratio", "sattui_card_memory_used_bytes",
-                "sattui_card_power_watts", "sattui_card_temperature_celsius", "sattui_finding_impact_ratio"):
+                "sattui_card_power_watts", "sattui_card_temperature_celsius", "sattui_finding_impact_ratio",
+                "sattui_finding_impact_lower_ratio", "sattui_finding_impact_upper_ratio"):
         assert got[fam][1] == [], fam
     assert "startup" not in RANK_STATES  # start-up is counted apart, as in the report
 
