@@ -12,7 +12,10 @@ every 0.25 s for ``--watch-s`` seconds. Printed per scenario:
 * ``wrong``: the headlines (other than ``no_data``) that were shown and are not right;
 * ``final``: the last headline, with its impact and interval where it has them.
 
-    .venv/bin/python bench/time_to_answer.py                 # all eight, 60 s each
+``phase_change`` is a healthy loop whose items turn costly 40 s in: its figures count from
+the moment the trainer says its phase changed (watch it for 90 s or more).
+
+    .venv/bin/python bench/time_to_answer.py                 # all nine, 60 s each
     .venv/bin/python bench/time_to_answer.py --only healthy,eval --watch-s 300
 
 Runs one scenario at a time (the machine has 2 cores; a second trainer would change the
@@ -50,6 +53,8 @@ class Scenario:
     right: frozenset[str]
     # a line the trainer prints once it trains (its pid)
     ready: str = r"^(trainer|phase trainer|ckpt trainer|ddp rank \d+/\d+) pid \d+"
+    # a line the trainer prints when its phase changes: times are then counted from it
+    change: str | None = None
 
 
 def _demo(scenario: str, *extra: str) -> tuple[str, ...]:
@@ -71,6 +76,10 @@ SCENARIOS = (
     Scenario("checkpoint", (PY, "-m", "sattui.demo.ckpt_trainer", "--seconds", "3600", "--every-s", "5",
                             "--small-tensors", "30000"), frozenset({"periodic_stall"}),
              ),
+    # healthy, then input-bound 40 s in (each item of 512 costs 2 ms more in the one worker):
+    # the answer is timed from the change, and must follow it
+    Scenario("phase_change", _phase("--batch", "512", "--width", "2048", "--depth", "8", "--change-after-s", "40",
+                                    "--then-busy-ms", "2"), frozenset({"worker_cpu_bound"}), change=r"^phase change"),
     Scenario("straggler", (*TORCHRUN, "-m", "sattui.demo.ddp_trainer", "--ddp", "--steps", "100000"),
              frozenset({"straggler"})),
     Scenario("balanced", (*TORCHRUN, "-m", "sattui.demo.ddp_trainer", "--ddp", "--steps", "100000",
@@ -83,9 +92,14 @@ class Result:
     name: str
     heads: list[tuple[float, str, str]] = field(default_factory=list)  # (s after attach, rule, text)
     error: str | None = None
+    change_s: float | None = None  # s after attach when the trainer said its phase changed
 
     def summary(self, right: frozenset[str], watch_s: float) -> dict[str, object]:
         rules = [(t, r) for t, r, _ in self.heads]
+        if self.change_s is not None:
+            # the headline standing at the change, then those after it, timed from it
+            before = [r for t, r in rules if t <= self.change_s][-1:]
+            rules = [(0.0, r) for r in before] + [(t - self.change_s, r) for t, r in rules if t > self.change_s]
         first_right = None
         for i, (t, r) in enumerate(rules):
             if r in right and all(r2 in right for _, r2 in rules[i:]):
@@ -132,6 +146,9 @@ def run(sc: Scenario, watch_s: float, poll_s: float = 0.25) -> Result:
             try:
                 last = None
                 while (t := time.monotonic() - t0) < watch_s:
+                    if sc.change is not None and res.change_s is None and re.search(sc.change, log.read_text(),
+                                                                                     re.M):
+                        res.change_s = round(t, 2)
                     found = session.findings()
                     if found:
                         head = found[0]
@@ -165,6 +182,8 @@ def main() -> int:
             print(json.dumps({**s, "heads": res.heads}), flush=True)
             continue
         fr = "-" if s["first_right_s"] is None else f"{s['first_right_s']:.1f} s"
+        if res.change_s is not None:
+            fr += f" (after the change at {res.change_s:.0f} s)"
         fa = "-" if s["first_headline_s"] is None else f"{s['first_headline_s']:.1f} s"
         print(f"{sc.name:<12} {fr:>11} {fa:>9} {s['changes_after']:>7}  "
               f"{','.join(s['wrong']) or '-'} / {s['final']}{' ERROR ' + res.error if res.error else ''}",

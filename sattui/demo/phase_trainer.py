@@ -12,7 +12,9 @@ conditions sattui must tell apart (issue 10's scenarios):
   opens the dataset's shards, builds an index …);
 * ``--leak-kb``: every item a worker serves leaves that many KiB behind in the worker
   (a per-worker cache of decoded samples that is never read again);
-* ``--busy-ms``: the CPU one item costs in a worker.
+* ``--busy-ms``: the CPU one item costs in a worker;
+* ``--change-after-s S --then-busy-ms MS``: a change of phase S seconds after the start
+  (from then on each item costs MS more: a healthy loop turns input-bound).
 
 With ``--truth FILE`` it appends, about once a second, a JSON line of cumulative
 seconds since the loop began (``elapsed_s``; ``wall`` is ``time.time()``, ``mono``
@@ -49,12 +51,17 @@ from sattui.demo.trainer import SyntheticDataset, make_model
 class LeakyDataset(SyntheticDataset):
     """Every item served leaves ``leak_bytes`` behind in the worker that served it."""
 
-    def __init__(self, *a, leak_bytes: int = 0, **kw) -> None:
+    def __init__(self, *a, leak_bytes: int = 0, then_busy_ms: float = 0.0, change_at: float | None = None,
+                 **kw) -> None:
         super().__init__(*a, **kw)
         self.leak_bytes = leak_bytes
         self.kept: list[bytearray] = []  # per worker process: each has its own copy
+        # a change of phase: from wall time change_at on, each item costs then_busy_ms more
+        self.then_busy_s, self.change_at = then_busy_ms / 1000.0, change_at
 
     def __getitem__(self, i: int):
+        if self.change_at is not None and time.time() >= self.change_at:
+            _busy(self.then_busy_s)
         if self.leak_bytes:
             buf = bytearray(self.leak_bytes)
             buf[::4096] = b"\x01" * len(range(0, self.leak_bytes, 4096))  # every page written: resident
@@ -100,6 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--persistent-workers", action="store_true")
     p.add_argument("--worker-init-ms", type=float, default=0.0, help="CPU each new worker spends before its first item")
     p.add_argument("--leak-kb", type=float, default=0.0, help="KiB each item leaves behind in its worker")
+    p.add_argument("--change-after-s", type=float, default=None,
+                   help="a change of phase: after this many seconds each item costs --then-busy-ms more")
+    p.add_argument("--then-busy-ms", type=float, default=0.0)
     p.add_argument("--eval-every", type=int, default=0, help="an evaluation pass every N steps (0: none)")
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--eval-batch", type=int, default=512)
@@ -113,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dim = 128
-    ds = LeakyDataset(args.epoch_items, dim, args.busy_ms, 0.0, leak_bytes=int(args.leak_kb * 1024))
+    ds = LeakyDataset(args.epoch_items, dim, args.busy_ms, 0.0, leak_bytes=int(args.leak_kb * 1024),
+                      then_busy_ms=args.then_busy_ms,
+                      change_at=None if args.change_after_s is None else time.time() + args.change_after_s)
     kw: dict = dict(batch_size=args.batch, shuffle=True, num_workers=args.workers)
     if args.workers > 0:
         kw["persistent_workers"] = args.persistent_workers
@@ -184,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                 steps += 1
                 items += len(y)
                 now = t4
+                if ds.change_at is not None and time.time() >= ds.change_at:
+                    print("phase change", flush=True)  # the moment a bench times the answer from
+                    ds.change_at = None  # the main process's copy only: the workers' keep theirs
                 if args.eval_every and steps % args.eval_every == 0:
                     evaluate(model, held_out)
                     now = time.perf_counter()
