@@ -48,6 +48,7 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check sattui tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

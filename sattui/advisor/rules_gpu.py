@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
+from sattui.clock_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 from sattui.findings import Severity
-from sattui.vendors.nvml_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 
 FIX_SM_LOW = (
     "nvidia-smi's GPU-Util only says *some* kernel was running. Most SMs are idle: kernels launch fewer blocks "

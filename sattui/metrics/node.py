@@ -222,11 +222,13 @@ class NodeMetrics:
     @staticmethod
     def _finding_row(r: dict[str, Any]) -> dict[str, Any]:
         ci = r.get("impact_ci")
-        ok = (isinstance(ci, (list, tuple)) and len(ci) == 2
-              and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci))
+        bounds = None
+        if (isinstance(ci, (list, tuple)) and len(ci) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)):
+            bounds = (float(ci[0]), float(ci[1]))
         return {"t": r.get("t"), "rule": str(r.get("rule")), "severity": str(r.get("severity")),
                 "impact": float(r.get("impact") or 0.0),
-                "impact_ci": (float(ci[0]), float(ci[1])) if ok else None,
+                "impact_ci": bounds,
                 "card": "" if r.get("card") is None else str(r.get("card")),
                 "rank": "" if r.get("rank") is None else str(r.get("rank"))}
 

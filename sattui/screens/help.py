@@ -12,9 +12,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
+from sattui.clock_events import CLOCK_REASONS
 from sattui.screens.base import SubScreen
 from sattui.states import State
-from sattui.vendors.nvml_events import CLOCK_REASONS
 from sattui.view.data import ViewData
 from sattui.widgets.header import ViewState
 

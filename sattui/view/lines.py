@@ -31,9 +31,9 @@ from typing import Any
 
 from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import COMPUTE
+from sattui.clock_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
 from sattui.states import State, glyph, style_class
 from sattui.textsafe import clean
-from sattui.vendors.nvml_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
 from sattui.view import fmt
 from sattui.view.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 from sattui.view.dips import DIP_UTIL

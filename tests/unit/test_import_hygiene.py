@@ -1,9 +1,10 @@
-"""The layering rule at run time: everything but the Textual front end imports neither
-Textual nor Rich, and nothing of sattui imports torch (docs/architecture.md).
+"""Nothing of sattui pulls torch in at run time, and the headless modules pull in
+neither Textual nor Rich (docs/architecture.md).
 
-ruff's banned-api rule (pyproject.toml) checks the import statements; this test checks
-what importing actually pulls in, transitively. The modules are found, not listed: a new
-module is covered the day it is written.
+The layers themselves are import-linter's contracts (pyproject.toml, `make lint`), which
+read the import statements; this test checks what importing actually loads, lazy and
+dynamic imports included. The modules are found, not listed: a new module is covered the
+day it is written.
 """
 
 import pkgutil
