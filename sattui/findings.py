@@ -63,7 +63,7 @@ class Finding:
     as it can be estimated from outside; ``evidence`` holds the numbers behind the
     summary (JSON values only); ``card``/``rank`` say where, None for the whole job;
     ``t`` is the moment judged (seconds on the session's clock); ``impact_ci`` the
-    interval of the impact where the advisor has one (sattui/advisor/sequential.py),
+    interval of the impact where the advisor has one (sattui/advisor/intervals/sequential.py),
     ``since_s`` seconds after the judged window's start when it was first shown.
     """
 

@@ -169,7 +169,7 @@ class RankLedger:
     # Per bin of a multi-rank job, in time order by key: (seconds, seconds waiting for
     # another rank), keyed by the bin's index — or, once a whole run's ledger holds more
     # than WAIT_BINS_MAX of them, by the first bin of ``wait_bin_width`` merged ones. The
-    # straggler rule's interval (sattui/advisor/interval.py) is built from them.
+    # straggler rule's interval (sattui/advisor/intervals/batch_means.py) is built from them.
     wait_bins: dict[int, tuple[float, float]] = field(default_factory=dict)
     wait_bin_width: int = 1
 
@@ -367,7 +367,7 @@ class JobLedger:
     def bin_weight_shares(self) -> tuple[float, dict[str, float]]:
         """For a one-second bin: the seconds it covers (the mean over the cards, or the
         ranks, that :meth:`cause_shares` reads) and each cause's share of them, on
-        :meth:`cause_shares`'s scale (the observations of sattui/advisor/sequential.py)."""
+        :meth:`cause_shares`'s scale (the observations of sattui/advisor/intervals/sequential.py)."""
         if self.gpu_job and any(c.wall_s > 0 for c in self.cards.values()):
             walls = [c.wall_s for c in self.cards.values() if c.wall_s > 0]
         else:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from sattui.advisor.base import Finding, pct, severity_for
-from sattui.advisor.interval import Interval, difference_interval
+from sattui.advisor.intervals.batch_means import Interval, difference_interval
 from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
@@ -394,7 +394,7 @@ def _keyed_waits(r: RankLedger, width: int) -> dict[int, tuple[float, float]]:
 def wait_asymmetry(ranks: list[RankLedger], slow: RankLedger) -> Interval | None:
     """How much more of their time the other ranks wait than ``slow`` does: the others'
     waiting share (pooled over them) minus ``slow``'s, over the bins both were watched,
-    with its paired batch-means interval (sattui/advisor/interval.py; None without
+    with its paired batch-means interval (sattui/advisor/intervals/batch_means.py; None without
     per-bin waits)."""
     width = max(r.wait_bin_width for r in ranks)
     mine = _keyed_waits(slow, width)
@@ -433,7 +433,7 @@ def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
     (collectives, or ``backward`` with their own CPU idle in a CPU job): the other ranks'
     waiting share minus the least waiting rank's, over the job's ranks ((N − 1)/N of it),
     with its 95 % interval from batch means over the ledger's one-second bins
-    (sattui/advisor/interval.py): its low end ≥ 3 % of the job's wall time. Ranks that wait
+    (sattui/advisor/intervals/batch_means.py): its low end ≥ 3 % of the job's wall time. Ranks that wait
     for each other about equally (every healthy multi-rank job, in its collectives) are
     ``comm_bound`` or nothing, never a straggler. That rank is the straggler and its own
     ledger names its cause. Impact: the asymmetric part (its estimate), as a share of the

@@ -9,7 +9,7 @@ Per evaluation (every second live):
 2. every rule whose signals exist runs on its window (raw findings);
 3. when to speak, per (rule, card, rank):
    * a cause of lost time (the ledger's rules) carries an interval on its share
-     (sattui/advisor/sequential.py: autocorrelation accounted for, valid at every look);
+     (sattui/advisor/intervals/sequential.py: autocorrelation accounted for, valid at every look);
      it is shown at the severity its interval's lower end clears, raised as soon as the
      lower end clears a higher threshold, and lowered only when the upper end falls below
      its threshold: the interval is the hysteresis;
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.base import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
+from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_ledger import CAUSE_WORDS, RULE_CAUSE, SHOWN_FROM
 from sattui.advisor.rules_system import healthy, no_data
-from sattui.advisor.sequential import ShareInterval, ShareStream
 from sattui.advisor.window import StackBinner, Window
 from sattui.findings import Severity
 from sattui.timeline import Timeline

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # docs/rules.md ("How rules are evaluated"), minimum evidence for the window's own rules: ≥ 10 s
 # of card samples and ≥ 60 main-thread stack samples (at the sampling rate; spans count as
 # dur × rate samples). The causes of lost time need no such floor: their intervals say when
-# the ledger's bins are enough (sattui/advisor/sequential.py); this only keeps a card rule
+# the ledger's bins are enough (sattui/advisor/intervals/sequential.py); this only keeps a card rule
 # from reading three samples.
 MIN_CARD_S = 10.0
 MIN_STACK_SAMPLES = 60

@@ -1,4 +1,4 @@
-"""The sequential rule (sattui/advisor/sequential.py) on simulated autocorrelated streams:
+"""The sequential rule (sattui/advisor/intervals/sequential.py) on simulated autocorrelated streams:
 a main thread that alternates between waiting and working in runs of random length (the
 waits of a data-starved loop at step scale), binned into one-second shares as the ledger
 bins them, judged every second as the live advisor judges them."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from sattui.advisor.sequential import MIN_BINS, ShareStream, share_interval
+from sattui.advisor.intervals.sequential import MIN_BINS, ShareStream, share_interval
 
 
 def _bins(rng: random.Random, share: float, wait_mean_s: float, seconds: int) -> list[float]:

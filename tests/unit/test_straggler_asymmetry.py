@@ -1,7 +1,7 @@
 """A straggler is an asymmetry of the ranks' waits (issue 23, item 6): a balanced job whose
 ranks both wait in their all-reduces (rank 0 25 %, rank 1 22 %) is comm_bound or nothing,
 never a straggler; the straggler's impact is the asymmetric part, cleared with its interval
-(sattui/advisor/interval.py: batch means over the ledger's one-second bins)."""
+(sattui/advisor/intervals/batch_means.py: batch means over the ledger's one-second bins)."""
 
 from __future__ import annotations
 
