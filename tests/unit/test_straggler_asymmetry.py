@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sattui.advisor import interval as iv
 from sattui.advisor import rules_ledger as rl
+from sattui.advisor.intervals import batch_means as iv
 from sattui.advisor.ledger import WAIT_BINS_MAX, JobLedger, RankLedger
 from sattui.cluster.judge import judge
 from sattui.cluster.source import HostData, JobData, RankData
