@@ -101,8 +101,8 @@ class HostDetail:
     findings: list[dict[str, object]] = field(default_factory=list)
 
 
-# The straggler rule's bins across hosts: the nodes' ledger counters move once an advisor
-# evaluation (every 5 s), so a bucket of that length holds about one evaluation's seconds.
+# The straggler rule's bins across hosts: the nodes' ledger counters move as each second
+# settles and are scraped every few seconds, so a 5-s bucket holds a few scrapes' increments.
 WAIT_STEP_S = 5.0
 
 
@@ -252,8 +252,9 @@ class JobReader:
             if c is not None:
                 c.util = [(t, v * 100.0) for t, v in s.points]
         rsel = self._sel(run_id=self.run_id)
-        # The ledger's counters move every advisor evaluation (5 s): each step's state is
-        # the one with the most seconds over the last 10 s (or the step, if longer).
+        # The ledger's counters move as each second settles, seen at the scrapes' pace: each
+        # step's state is the one with the most seconds over the last 10 s (or the step, if
+        # longer), a few scrapes' worth.
         look = _rng(max(10.0, 2 * step_s))
         ranks: dict[tuple[str, str, str], RankData] = {}
         per: dict[tuple[str, str, str], dict[float, dict[str, float]]] = {}
