@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sattui import sampler_status
+from sattui.advisor.loop import ADVISOR_PERIOD_S, AdvisorLoop, advisor_records, make_advisor
 from sattui.errors import RecordingError, SattuiError
 from sattui.feed import Feed
 from sattui.findings import Finding
@@ -37,14 +38,9 @@ from sattui.safefile import check_output, open_output
 from sattui.sampler_status import SamplerStatus
 from sattui.timeline import DEFAULT_HISTORY_S, Timeline
 
-ADVISOR_PERIOD_S = 1.0
-# Live, nothing to leave out after attach but the first py-spy chunk: a trainer started by
-# sattui spends its first seconds importing, which its stacks say (the ledger leaves
-# "startup" out), and one attached to with --pid is already training.
-LIVE_WARMUP_S = 1.0
 # Worker pids change every epoch without persistent workers; their series are dropped
-# this long after their last sample, so the number of series stays bounded.
-STALE_PROC_S = 600.0
+# STALE_PROC_S after their last sample (sattui/advisor/loop.py), so the number of series
+# stays bounded.
 
 
 @dataclass
@@ -207,11 +203,10 @@ class LiveSession(Session):
         self._child_exit: int | None = None
         self._thread: threading.Thread | None = None
         self._log_file: Any = None
-        self._advisor: Any = None
-        self._advisor_failed = False
-        self._advisor_lag = advisor_lag_s()
-        self._next_advice = ADVISOR_PERIOD_S
-        self._next_prune = STALE_PROC_S
+        # the one advisor loop (sattui/advisor/loop.py): this session's Timeline, fed under
+        # its lock; findings emitted as records (the recording, this view, the exporter)
+        self.advising = AdvisorLoop(self.timeline, lock=self.lock, feed=self.feed, publish=self._emit_findings,
+                                    node=metrics, on_failure=self._advisor_failing)
 
     # -- Session
 
@@ -321,7 +316,8 @@ class LiveSession(Session):
         if self.record_path is not None:
             self.writer = RecordingWriter(self.record_path, header, force=self.force)
             eng.add_sink(self.writer.write_many)
-        eng.add_sink(self._to_feed)
+        self.advising.set_header(header)
+        eng.add_sink(self.advising.sink)
         if self.metrics is not None:
             self.metrics.set_header(header)
             eng.add_sink(self.metrics.sink)
@@ -362,69 +358,16 @@ class LiveSession(Session):
                         self.error = self.error or str(e)
                 self._notify()
 
-    def _to_feed(self, records: list[dict[str, Any]]) -> None:
-        with self.lock:
-            for r in records:
-                self.feed.add_record(r)
-
     def _on_tick(self) -> None:
-        t = self.now()
-        if t >= self._next_advice:
-            self._next_advice = t + ADVISOR_PERIOD_S
-            self._advise(t)
-        if self.metrics is not None:
-            self._publish_ledger(t)
-        if t >= self._next_prune:
-            self._next_prune = t + STALE_PROC_S / 10
-            with self.lock:
-                self.timeline.drop_stale("proc", t - STALE_PROC_S)
-                self.timeline.drop_stale("worker_stack", t - STALE_PROC_S)
+        self.advising.on_tick(self.now())
         self._notify()
 
-    def _advise(self, t: float) -> None:
-        # Judge a moment a little in the past, whose stacks have all arrived; the
-        # finding records carry that moment's t.
-        t_eval = t - self._advisor_lag
-        if self._advisor_failed or t_eval <= 0:
-            return
-        try:
-            if not self._have_advisor():
-                return
-            if self.metrics is not None:
-                from sattui.metrics.feed import tell_world_size
-
-                tell_world_size(self.metrics, self._advisor)
-            records = advisor_records(self._advisor, self.timeline, t_eval)
-        except Exception as e:  # a bug in the advisor must not stop sampling
-            self._advisor_failed = True
-            self.engine.emit([Event(t, "advisor_failing", f"advisor stopped: {type(e).__name__}: {e}").to_record()])
-            return
+    def _emit_findings(self, records: list[dict[str, Any]]) -> None:
         if records:
             self.engine.emit(records)
-        if self.metrics is not None:
-            from sattui.metrics.feed import push_ledger
 
-            push_ledger(self.metrics, self._advisor)
-
-    def _have_advisor(self) -> bool:
-        if self._advisor is None and not self._advisor_failed:
-            self._advisor = make_advisor(self.header)
-            if self._advisor is None:
-                self._advisor_failed = True  # not installed: never try again
-        return self._advisor is not None and not self._advisor_failed
-
-    def _publish_ledger(self, t: float) -> None:
-        """--metrics: the ledger's bins as they settle, from the first tick on (not after
-        the advisor's warm-up)."""
-        try:
-            if not self._have_advisor():
-                return
-            from sattui.metrics.feed import settle_and_push
-
-            settle_and_push(self.metrics, self._advisor, self.timeline, t)
-        except Exception as e:  # a bug in the advisor must not stop sampling
-            self._advisor_failed = True
-            self.engine.emit([Event(t, "advisor_failing", f"advisor stopped: {type(e).__name__}: {e}").to_record()])
+    def _advisor_failing(self, t: float, message: str) -> None:
+        self.engine.emit([Event(t, "advisor_failing", message).to_record()])
 
     def _notify(self) -> None:
         cb = self.on_update
@@ -433,41 +376,6 @@ class LiveSession(Session):
                 cb()
             except Exception:
                 pass  # the UI's callback failing must not stop sampling
-
-
-def make_advisor(header: dict[str, Any]) -> Any | None:
-    """An advisor for a session with this header, or None without ``sattui.advisor``.
-
-    The advisor is a separate part, imported lazily: without it there are simply no
-    findings, and sampling is unaffected.
-    """
-    try:
-        from sattui.advisor import Advisor, AdvisorContext
-    except ImportError:
-        return None
-    return Advisor(AdvisorContext.from_header(header), warmup_s=LIVE_WARMUP_S)
-
-
-def advisor_lag_s() -> float:
-    """How far behind ``now`` to judge: not at all. py-spy's chunks arrive ~2 s late, and
-    the advisor's ledger settles each pid's bins as its samples arrive
-    (StackBinner.settled_t), so judging ``now`` costs no accuracy and no time."""
-    return 0.0
-
-
-def advisor_records(advisor: Any, timeline: Timeline, t: float) -> list[dict[str, Any]]:
-    """Finding records of one evaluation at ``t``, the headline first."""
-    verdict = advisor.evaluate(timeline, t)
-    found = list(verdict.findings)
-    head = verdict.headline
-    if head is not None:
-        found = [head] + [f for f in found if f is not head]
-    out = []
-    for f in found:
-        rec = f.to_record()
-        rec["t"] = t
-        out.append(rec)
-    return out
 
 
 # --------------------------------------------------------------------------- replay
@@ -527,10 +435,9 @@ class ReplaySession(Session):
             self._judge()
 
     def _judge(self) -> None:
-        advisor = make_advisor(self.header)
-        if advisor is None:
-            return
         from sattui.advisor.judge import every_s_for
+
+        advisor = make_advisor(self.header)
 
         # As `sattui report` judges it: a long recording less often (docs/rules.md), so an
         # hour opens in a third of the time.
@@ -630,4 +537,4 @@ class ReplaySession(Session):
                              recording_path=self.path)
 
 
-__all__ = ["LiveSession", "ReplaySession", "Session", "SessionStatus", "advisor_records", "make_advisor"]
+__all__ = ["LiveSession", "ReplaySession", "Session", "SessionStatus"]

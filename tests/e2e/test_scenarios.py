@@ -270,8 +270,8 @@ def _live_headlines(out: Path) -> tuple[list[tuple[float, str]], float]:
     the time of the main thread's first sample past its imports (a user attaching to a
     running trainer starts there)."""
     from sattui.advisor.judge import Judge
+    from sattui.advisor.loop import LIVE_WARMUP_S
     from sattui.recording import RecordingReader, samples_from_record
-    from sattui.session import LIVE_WARMUP_S
 
     reader = RecordingReader(str(out))
     pid = reader.header["pid"]

@@ -115,8 +115,8 @@ def test_before_the_first_finding_the_headline_says_what_is_still_coming():
     # warm-up: between the first samples and the first finding the headline names the
     # cause that leads and its interval so far; "nothing conclusive: no rule fired" told a
     # starved job's user nothing was wrong. Once shown, the cause stays the headline.
+    from sattui.advisor.loop import LIVE_WARMUP_S
     from sattui.recording import RecordingReader
-    from sattui.session import LIVE_WARMUP_S
 
     reader = RecordingReader(os.path.join(REC, "replay_starved.jsonl"))
     judge = Judge(reader.header, every_s=1.0, warmup_s=LIVE_WARMUP_S)

@@ -126,7 +126,7 @@ def _advised(k: TL) -> tuple[NodeMetrics, AdvisedMetrics, list[float]]:
     node.set_header(HEADER)
     clock = [0.0]
     am = AdvisedMetrics(node, {**HEADER, "cpu_count": 8}, lambda: clock[0])
-    am.timeline = k.tl  # the records as the engine's sink would have fed them
+    am.loop.timeline = k.tl  # the records as the engine's sink would have fed them
     return node, am, clock
 
 

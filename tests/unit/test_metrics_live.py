@@ -22,15 +22,15 @@ def _wait(cond, timeout: float = 15.0) -> bool:
 
 
 def test_live_session_feeds_the_exporter(monkeypatch, tmp_path):
-    import sattui.session as session_mod
+    import sattui.advisor.loop as loop_mod
 
-    monkeypatch.setattr(session_mod, "ADVISOR_PERIOD_S", 0.3)
-    monkeypatch.setattr(session_mod, "advisor_lag_s", lambda: 0.1)
+    monkeypatch.setattr(loop_mod, "ADVISOR_PERIOD_S", 0.3)
+    monkeypatch.setattr(loop_mod, "advisor_lag_s", lambda: 0.1)
     sim.set_card_file(str(tmp_path / "none"))
     node = NodeMetrics("live-host", read_env=lambda pid: {})
     try:
         s = LiveSession(backend="sim", interval_s=0.1, card_interval_s=0.1, metrics=node)
-        s._next_advice = 0.3
+        s.advising.next_t = 0.3
         s.start()
         assert _wait(lambda: bool(node.snapshot().findings) and node.snapshot().cards[0].sample is not None)
         s.stop()

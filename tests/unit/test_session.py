@@ -297,15 +297,15 @@ def test_live_session_on_the_sim_card_without_a_trainer(tmp_path):
 
 
 def test_live_session_writes_advisor_findings(monkeypatch, tmp_path):
-    import sattui.session as session_mod
+    import sattui.advisor.loop as loop_mod
 
-    monkeypatch.setattr(session_mod, "ADVISOR_PERIOD_S", 0.3)
-    monkeypatch.setattr(session_mod, "advisor_lag_s", lambda: 0.1)
+    monkeypatch.setattr(loop_mod, "ADVISOR_PERIOD_S", 0.3)
+    monkeypatch.setattr(loop_mod, "advisor_lag_s", lambda: 0.1)
     sim.set_card_file(str(tmp_path / "none"))
     out = tmp_path / "f.jsonl"
     try:
         s = LiveSession(backend="sim", interval_s=0.1, card_interval_s=0.1, record_path=str(out))
-        s._next_advice = 0.3
+        s.advising.next_t = 0.3
         s.start()
         assert _wait(lambda: bool(s.findings()), timeout=10)
         f = s.findings()
