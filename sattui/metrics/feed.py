@@ -4,11 +4,13 @@ seconds, each card's idle seconds by state) and the current findings. This keeps
 Timeline fed from the engine's records and judges it every ``ADVISOR_PERIOD_S`` on the
 sampling thread, as the live session does (sattui/session.py), and at every tick publishes
 the ledger's newly settled bins; the recording itself is unchanged (findings go to the
-exporter only).
+exporter only, and to ``on_findings``: ``--webhook`` / ``--on-finding``, sattui/notify.py,
+which also runs it without an exporter).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sattui.feed import Feed
@@ -50,8 +52,10 @@ def settle_and_push(node: NodeMetrics, advisor: Any, timeline: Timeline, t_now: 
 class AdvisedMetrics:
     """An engine sink plus an ``on_tick`` for ``Engine.run`` (both on the sampling thread)."""
 
-    def __init__(self, node: NodeMetrics, header: dict[str, Any], clock: Any) -> None:
+    def __init__(self, node: NodeMetrics | None, header: dict[str, Any], clock: Any,
+                 on_findings: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
         self.node = node
+        self.on_findings = on_findings
         self.clock = clock
         self.timeline = Timeline(DEFAULT_HISTORY_S)
         self.feed = Feed(self.timeline)
@@ -77,8 +81,14 @@ class AdvisedMetrics:
                 self._next = t + ADVISOR_PERIOD_S
                 t_eval = t - self.lag_s
                 if t_eval > 0:
-                    tell_world_size(self.node, self.advisor)
-                    self.node.set_findings(advisor_records(self.advisor, self.timeline, t_eval))
-            settle_and_push(self.node, self.advisor, self.timeline, t)
+                    if self.node is not None:
+                        tell_world_size(self.node, self.advisor)
+                    found = advisor_records(self.advisor, self.timeline, t_eval)
+                    if self.node is not None:
+                        self.node.set_findings(found)
+                    if self.on_findings is not None:
+                        self.on_findings(found)
+            if self.node is not None:
+                settle_and_push(self.node, self.advisor, self.timeline, t)
         except Exception as e:  # a bug in the advisor must not stop the recording
             self.failed = f"{type(e).__name__}: {e}"
