@@ -140,7 +140,7 @@ def message(state: str, rec: dict[str, Any], *, host: str, recording: str | None
         if isinstance(impact, (int, float)):
             from sattui.findings import impact_text
 
-            share = f" ({impact_text(float(impact), ci)} of wall time)"
+            share = f", {impact_text(float(impact), ci)} of wall time"
         at = f" {where}" if where else ""
         text = f"sattui on {host}: {sev.upper()} {rule}{at}{share}: {rec.get('summary') or ''}"
         if rec.get("fix"):

@@ -72,7 +72,7 @@ def test_message_fields_and_slack_text():
                               "recording", "fix")} == {
         "state": "firing", "rule": "input_bound", "severity": "high", "impact": 0.4, "impact_ci": [0.3, 0.5],
         "host": "node7", "rank": 0, "card": None, "recording": "/tmp/r.jsonl", "fix": "more workers"}
-    assert m["text"] == ("sattui on node7: HIGH input_bound rank 0 (40% ±10 of wall time): input_bound summary "
+    assert m["text"] == ("sattui on node7: HIGH input_bound rank 0, 40% ±10 of wall time: input_bound summary "
                          "Fix: more workers")
     assert m["job"] == {"slurm_job_id": "12"}
     cleared = message(CLEARED, f(), host="n", recording=None)
