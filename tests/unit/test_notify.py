@@ -212,3 +212,39 @@ def test_a_failing_or_hanging_command_is_an_event(tmp_path):
     _wait(lambda: events)
     n2.close()
     assert events[0][0] == "notify_failed" and "exit code 3" in events[0][1]
+
+
+def test_the_monitor_session_sends_its_findings_and_records_the_outcome(monkeypatch, tmp_path):
+    """The monitor's path (LiveSession, as `sattui --webhook URL --record FILE` builds it):
+    each evaluation's findings reach the notifier; its events reach the recording through
+    the engine. The advisor is replaced by one that finds input_bound at once."""
+    import sattui.session as session_mod
+    from sattui.cli import _notifier_factory
+    from sattui.recording import RecordingReader
+    from sattui.session import LiveSession
+    from sattui.vendors import sim
+
+    monkeypatch.setattr(session_mod, "ADVISOR_PERIOD_S", 0.2)
+    monkeypatch.setattr(session_mod, "advisor_records", lambda advisor, timeline, t: [{**f(), "t": t}])
+    s_ok, dead = _Server("answer"), f"http://127.0.0.1:{free_port()}/"
+    out = tmp_path / "live.jsonl"
+    sim.set_card_file(str(tmp_path / "none"))
+    try:
+        for url, rec in ((s_ok.url, out), (dead, tmp_path / "dead.jsonl")):
+            s = LiveSession(backend="sim", interval_s=0.1, card_interval_s=0.1, record_path=str(rec),
+                            make_notifier=_notifier_factory(url, None, "live-host", str(rec)))
+            s._next_advice = 0.2
+            s.start()
+            _wait(lambda s=s: s.notifier is not None and (s.notifier.sent or s.notifier.failed))
+            time.sleep(0.3)  # a tick to write the event
+            s.stop()
+    finally:
+        sim.set_card_file(None)
+        s_ok.close()
+    assert [b["rule"] for b in s_ok.bodies] == ["input_bound"]
+    assert s_ok.bodies[0]["host"] == "live-host" and s_ok.bodies[0]["recording"] == str(out)
+    for path, typ in ((out, "notify_sent"), (tmp_path / "dead.jsonl", "notify_failed")):
+        r = RecordingReader(str(path))
+        events = [x for x in r.records() if x["kind"] == "event" and x["type"].startswith("notify_")]
+        r.close()
+        assert [e["type"] for e in events] == [typ], events
