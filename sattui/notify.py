@@ -64,6 +64,16 @@ def check_webhook_url(text: str) -> str:
     return text
 
 
+def endpoint(url: str) -> str:
+    """Where a webhook goes, for messages and recordings: scheme, host and port only. The
+    path of a chat service's webhook URL is its secret (Slack's ``/services/T…/B…/…``), and
+    recordings are made to be shared."""
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    return clean(f"{u.scheme}://{host}" + (f":{u.port}" if u.port else ""), 200)
+
+
 def parse_command(text: str) -> list[str]:
     """``--on-finding CMD`` as argv (shlex; no shell unless CMD names one); a
     ``ValueError`` when it cannot be split or its program is not found."""
@@ -291,7 +301,9 @@ class Notifier:
 
     def _failed(self, msg: dict[str, Any], target: str, why: str) -> None:
         self.failed += 1
-        where = f"{target} {clean(self.webhook, 200)}" if target == "webhook" else target
+        if self.webhook:
+            why = why.replace(self.webhook, endpoint(self.webhook))
+        where = f"{target} {endpoint(str(self.webhook))}" if target == "webhook" else target
         text = f"{where}: could not send {msg['state']} {msg['rule']}: {why}"
         self._event("notify_failed", text, {"target": target, "state": msg["state"], "rule": msg["rule"],
                                             "error": why})

@@ -171,6 +171,7 @@ def test_a_slow_failing_or_dead_endpoint_never_delays_the_caller_and_is_said(mod
         assert [e[0] for e in events] == ["notify_failed", "notify_failed"], events
         why = {"slow": "timed out", "fail": "HTTP 500", "refused": "Connection refused"}[mode]
         assert all(why in e[1] for e in events), events
+        assert all("/hook" not in e[1] for e in events)  # a webhook URL's path is its secret: never said
         assert len(lines) == 2 and why in lines[0]
     finally:
         s.close()
