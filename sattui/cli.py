@@ -81,6 +81,35 @@ def _host_name(text: str) -> str:
     return text
 
 
+def _label_value(text: str) -> str:
+    # A label matcher's value: an empty one would match every series without the label.
+    if not text or len(text) > 200 or any(not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(f"not a job id: {text!r}")
+    return text
+
+
+def _webhook_url(text: str) -> str:
+    from sattui.notify import check_webhook_url
+
+    try:
+        return check_webhook_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _on_finding_command(text: str) -> list[str]:
+    from sattui.notify import parse_command
+
+    try:
+        return parse_command(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+WEBHOOK_HELP = ("POST each finding reaching medium or high, and its clearing, to URL as JSON (Slack-compatible "
+                "`text`; at most one message per finding per 10 min; docs/format.md)")
+ON_FINDING_HELP = ("run CMD (split as a shell would, run without one) for each such finding, with it in the "
+                   "environment (SATTUI_RULE, SATTUI_SEVERITY, ..., SATTUI_FINDING_JSON)")
 METRICS_HELP = "serve Prometheus metrics on HOST:PORT (docs/cluster.md); no listener without it"
 HOST_HELP = "the `host` label of the metrics (default: this machine's host name)"
 
@@ -138,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     mon.add_argument(FORCE_FLAG, dest="mon_force", action="store_true", help=FORCE_HELP)
     mon.add_argument("--metrics", dest="mon_metrics", type=_metrics_address, metavar="HOST:PORT", help=METRICS_HELP)
     mon.add_argument("--host", dest="mon_host", type=_host_name, metavar="NAME", help=HOST_HELP)
+    mon.add_argument("--webhook", dest="mon_webhook", type=_webhook_url, metavar="URL", help=WEBHOOK_HELP)
+    mon.add_argument("--on-finding", dest="mon_on_finding", type=_on_finding_command, metavar="CMD",
+                     help=ON_FINDING_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rec = sub.add_parser("record", help="record a trainer and the cards headless to a JSONL file",
@@ -160,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="card sampling interval (default 0.5 s, or slower for slow vendor tools)")
     rec.add_argument("--metrics", type=_metrics_address, metavar="HOST:PORT", help=METRICS_HELP)
     rec.add_argument("--host", type=_host_name, metavar="NAME", help=HOST_HELP)
+    rec.add_argument("--webhook", type=_webhook_url, metavar="URL", help=WEBHOOK_HELP)
+    rec.add_argument("--on-finding", type=_on_finding_command, metavar="CMD", help=ON_FINDING_HELP)
 
     rep = sub.add_parser("report", help="summarise a recording, or a whole job from Prometheus",
                          description="Summarise a recording (FILE), or a whole job over a time range from "
@@ -169,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--prometheus", metavar="URL", help="read the job from this Prometheus server")
     rep.add_argument("--job", metavar="NAME", help="with --prometheus: the scrape job's name")
     rep.add_argument("--run", metavar="ID", help="with --prometheus: torchrun's run id (TORCHELASTIC_RUN_ID)")
+    rep.add_argument("--slurm-job", metavar="ID", type=_label_value,
+                     help="with --prometheus: the Slurm job id (SLURM_JOB_ID; the slurm_job_id label)")
     rep.add_argument("--since", metavar="DURATION", help="with --prometheus: the window ending now (default 30m)")
 
     clu = sub.add_parser("cluster", help="the monitor for a whole job, read from Prometheus",
@@ -177,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     clu.add_argument("--prometheus", required=True, metavar="URL", help="the Prometheus server (http://HOST:PORT)")
     clu.add_argument("--job", metavar="NAME", help="the scrape job's name")
     clu.add_argument("--run", metavar="ID", help="torchrun's run id (TORCHELASTIC_RUN_ID)")
+    clu.add_argument("--slurm-job", metavar="ID", type=_label_value,
+                     help="the Slurm job id (SLURM_JOB_ID; the slurm_job_id label)")
 
     exp = sub.add_parser("export", help="a recording as a Chrome/Perfetto JSON trace",
                          description="Write a recording as a Chrome/Perfetto JSON trace (Trace Event Format): "
@@ -262,6 +300,7 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     if args.card_interval:
         opts.card_interval_s = args.card_interval
     check_output(args.output, args.force)
+    opts.make_notifier = _notifier_factory(args.webhook, args.on_finding, args.host, args.output, log=_err)
     server = _start_metrics(args.metrics, args.host)
     if server is not None:
         opts.metrics = server.node
@@ -270,6 +309,23 @@ def cmd_record(args: argparse.Namespace, command: list[str] | None) -> int:
     finally:
         if server is not None:
             server.stop()
+
+
+def _notifier_factory(webhook: str | None, command: list[str] | None, host: str | None, recording: str | None,
+                      log: Any = None) -> Any:
+    """--webhook / --on-finding: a function (header, engine) -> Notifier, its outcomes
+    events of the engine (the recording, the screen); None without either flag."""
+    if webhook is None and not command:
+        return None
+    from sattui.notify import Notifier
+
+    path = os.path.abspath(recording) if recording else None
+
+    def make(header: dict[str, Any], engine: Any) -> Notifier:
+        return Notifier(webhook=webhook, command=command, host=host or header.get("host"), recording=path,
+                        job=header.get("job"), on_event=engine.post_event, log=log)
+
+    return make
 
 
 def _start_metrics(address: tuple[str, int] | None, host: str | None) -> Any:
@@ -351,7 +407,9 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
         session = LiveSession(pid=args.mon_pid, command=command, backend=args.mon_backend,
                               interval_s=args.mon_interval, rate_hz=args.mon_rate, record_path=args.mon_record,
                               trainer_log=log if command else None, force=args.mon_force,
-                              metrics=server.node if server is not None else None)
+                              metrics=server.node if server is not None else None,
+                              make_notifier=_notifier_factory(args.mon_webhook, args.mon_on_finding, args.mon_host,
+                                                              args.mon_record))
         code = _live(session)
     except SattuiError:
         # The command could not start (or nothing did): an empty default log says nothing.
@@ -474,11 +532,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         from sattui.cluster import report as cluster_report
 
         print(cluster_report.cmd(args.prometheus, args.job, args.run, args.since or cluster_report.DEFAULT_SINCE,
-                                 args.json))
+                                 args.json, slurm_job=args.slurm_job))
         return 0
     if args.file is None:
         raise SattuiError("report needs a recording FILE or --prometheus URL")
-    for flag, v in (("--job", args.job), ("--run", args.run), ("--since", args.since)):
+    for flag, v in (("--job", args.job), ("--run", args.run), ("--slurm-job", args.slurm_job),
+                    ("--since", args.since)):
         if v is not None:
             raise SattuiError(f"{flag} is for --prometheus URL")
     rep, warnings = report.build_report(args.file)
@@ -493,7 +552,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from sattui.cluster.view import ClusterPoller
 
     check_url(args.prometheus)
-    poller = ClusterPoller(args.prometheus, args.job, args.run)
+    poller = ClusterPoller(args.prometheus, args.job, args.run, slurm_job=args.slurm_job)
     # One read before the screen opens: a wrong or unreachable URL is a one-line error
     # here; once the screen is up, a failing read is said on it and the last data stays.
     poller.client.query("vector(1)")

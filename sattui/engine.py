@@ -131,7 +131,7 @@ class Engine:
                                   env=info.get("env") or {}, nspid=info.get("nspid"),
                                   launcher=info.get("launcher"), interval_s=self.interval_s,
                                   stack_rate_hz=self.rate_hz if self.stacks and self.tree else None,
-                                  cpu_usable=usable_cpus())
+                                  cpu_usable=usable_cpus(), job=self._job_identity())
         if self.tree is not None and self.tree.finder is not None:
             self.log(self.tree.looking_message())
         # `.item()`/`.to()` lines are host-device syncs and copies only when the job has a
@@ -147,6 +147,16 @@ class Engine:
                                        "no accelerator found: " + "; ".join(skipped),
                                        {"skipped": skipped}).to_record())
         return self.header
+
+    def _job_identity(self) -> dict[str, Any] | None:
+        """The trainer's Slurm job, pod and torchrun run (sattui/trainer/identity.py); None
+        when recording cards only."""
+        if self.tree is None or self.pid is None:
+            return None
+        from sattui.trainer.identity import read_identity
+
+        env = self.info.get("env")
+        return read_identity(self.pid, env if isinstance(env, dict) else None).to_record()
 
     def add_sink(self, sink: Sink) -> None:
         self.sinks.append(sink)
@@ -260,6 +270,11 @@ class Engine:
         if end_event is not None:
             self.emit([Event(self.clock(), end_event, f"recording ended: {ended_by}",
                              {"ended_by": ended_by}).to_record()])
+
+    def post_event(self, type_: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """An event from another thread (the notifier's): out with the next tick's records,
+        so the sinks are only ever called from the sampling thread."""
+        self._events.put(Event(self.clock(), type_, message, data or {}))
 
     def emit(self, records: list[dict[str, Any]]) -> None:
         for sink in self.sinks:

@@ -26,6 +26,8 @@ class RecordOptions:
     force: bool = False  # replace an existing out_path (--force)
     # --metrics: a sattui.metrics.node.NodeMetrics to feed (its server runs elsewhere).
     metrics: Any = None
+    # --webhook / --on-finding: a function (header, engine) -> sattui.notify.Notifier.
+    make_notifier: Any = None
 
 
 @dataclass
@@ -69,22 +71,29 @@ class Recorder:
             raise
         engine.add_sink(writer.write_many)
         on_tick = None
-        if self.opts.metrics is not None:
+        notifier = self.opts.make_notifier(header, engine) if self.opts.make_notifier is not None else None
+        if self.opts.metrics is not None or notifier is not None:
             from sattui.metrics.feed import AdvisedMetrics
 
-            self.opts.metrics.set_header(header)
-            engine.add_sink(self.opts.metrics.sink)
-            advised = AdvisedMetrics(self.opts.metrics, header, self.clock)
+            if self.opts.metrics is not None:
+                self.opts.metrics.set_header(header)
+                engine.add_sink(self.opts.metrics.sink)
+            advised = AdvisedMetrics(self.opts.metrics, header, self.clock,
+                                     on_findings=notifier.observe if notifier is not None else None)
             engine.add_sink(advised.sink)
             on_tick = advised.on_tick
         ended_by = "signal"
         exit_code: int | None = None
         try:
+            if notifier is not None:
+                notifier.start()
             engine.start()
             ended_by = engine.run(self.opts.duration_s, on_tick=on_tick)
         finally:
             try:
                 try:
+                    if notifier is not None:
+                        notifier.close()  # before the engine's last records: its events go in the file
                     engine.shutdown(ended_by)
                 finally:
                     writer.close()

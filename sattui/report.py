@@ -20,6 +20,7 @@ from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text, impact_text
 from sattui.frames import frame_label, user_frame
+from sattui.job import JobIdentity
 from sattui.model import Frame
 from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
@@ -272,6 +273,8 @@ class ReportBuilder:
             if h.get("launcher") or self.found:
                 trainer["launcher"] = h.get("launcher")
                 trainer["found"] = self.found
+            if isinstance(h.get("job"), dict):
+                trainer["job"] = JobIdentity.from_record(h["job"]).to_record()
         cards = []
         infos = {c.get("card"): c for c in h.get("cards") or []}
         for c in sorted(set(infos) | set(self.cards), key=lambda x: (x is None, x)):
@@ -477,6 +480,21 @@ def _finding_lines(rep: dict[str, Any]) -> list[str]:
     return lines
 
 
+def job_text(job: object) -> str:
+    """The trainer's Slurm job, pod and torchrun run in one line ("" when none is known)."""
+    j = JobIdentity.from_record(job)
+    parts = []
+    if j.slurm_job_id or j.slurm_job_name:
+        slurm = f"Slurm job {j.slurm_job_id or '?'}" + (f" ({j.slurm_job_name})" if j.slurm_job_name else "")
+        parts.append(slurm + (f", task {j.slurm_procid}" if j.slurm_procid else ""))
+    if j.pod or j.pod_uid or j.namespace:
+        pod = f"pod {j.namespace + '/' if j.namespace else ''}{j.pod or '?'}"
+        parts.append(pod + (f" (uid {j.pod_uid})" if j.pod_uid else ""))
+    if j.run_id:
+        parts.append(f"torchrun run {j.run_id}")
+    return clean("; ".join(parts), 300)
+
+
 def format_text(rep: dict[str, Any]) -> str:
     lines = _verdict_lines(rep)
     lines.append(f"recording   {rep['duration_s']:.1f} s, started {rep.get('started_at') or '?'} "
@@ -485,6 +503,9 @@ def format_text(rep: dict[str, Any]) -> str:
     if tr:
         cmd = clean_argv(tr.get("cmdline")) or "?"
         lines.append(f"trainer     pid {tr['pid']}: {cmd}")
+        job = job_text(tr.get("job"))
+        if job:
+            lines.append(f"job         {job}")
         for f in tr.get("found") or []:
             lines.append(f"            {f['t']:.0f} s: {f['message']}")
         if tr.get("launcher") and not tr.get("found"):

@@ -161,7 +161,8 @@ class LiveSession(Session):
                  interval_s: float = 1.0, rate_hz: float | None = None, record_path: str | None = None,
                  on_update: Callable[[], None] | None = None, *, trainer_log: str | None = None,
                  stacks: bool = True, card_interval_s: float | None = None,
-                 history_s: float = DEFAULT_HISTORY_S, force: bool = False, metrics: Any = None) -> None:
+                 history_s: float = DEFAULT_HISTORY_S, force: bool = False, metrics: Any = None,
+                 make_notifier: Callable[[dict[str, Any], Any], Any] | None = None) -> None:
         from sattui.cards import DEFAULT_CARD_INTERVAL_S
         from sattui.engine import Engine
         from sattui.trainer.procs import resolve_pid
@@ -193,6 +194,10 @@ class LiveSession(Session):
         self.trainer_log = trainer_log
         # --metrics: a sattui.metrics.node.NodeMetrics fed from this session's records and ledger.
         self.metrics = metrics
+        # --webhook / --on-finding: (header, engine) -> sattui.notify.Notifier, made once the
+        # header is known; it is handed each evaluation's findings.
+        self.make_notifier = make_notifier
+        self.notifier: Any = None
         self.engine = Engine(pid, interval_s=interval_s, rate_hz=self.rate_hz, stacks=stacks, backend=backend,
                              card_interval_s=card_interval_s or DEFAULT_CARD_INTERVAL_S)
         self.child: subprocess.Popen[bytes] | None = None
@@ -321,6 +326,9 @@ class LiveSession(Session):
         if self.metrics is not None:
             self.metrics.set_header(header)
             eng.add_sink(self.metrics.sink)
+        if self.make_notifier is not None:
+            self.notifier = self.make_notifier(header, eng)
+            self.notifier.start()
         return True
 
     def _main(self) -> None:
@@ -342,6 +350,8 @@ class LiveSession(Session):
         finally:
             self.ended_by = ended_by
             try:
+                if self.notifier is not None:
+                    self.notifier.close()  # before the engine's last records: its events go in the file
                 eng.shutdown(ended_by, end_event="recording_ended" if self.writer is not None else None)
             except Exception as e:
                 self.error = self.error or f"sampling stopped: {type(e).__name__}: {e}"
@@ -365,6 +375,8 @@ class LiveSession(Session):
     def _emit_findings(self, records: list[dict[str, Any]]) -> None:
         if records:
             self.engine.emit(records)
+        if self.notifier is not None:
+            self.notifier.observe(records)
 
     def _advisor_failing(self, t: float, message: str) -> None:
         self.engine.emit([Event(t, "advisor_failing", message).to_record()])

@@ -35,7 +35,7 @@ class ScriptedNode:
     """One host's sattui exporter, ticking once a second in a thread."""
 
     def __init__(self, host: str, ranks: list[RankScript], cards: list[CardScript] | None = None,
-                 run_id: str = "run-1") -> None:
+                 run_id: str = "run-1", slurm_job: str | None = None) -> None:
         self.host = host
         self.ranks = ranks
         self.cards = cards or []
@@ -43,6 +43,7 @@ class ScriptedNode:
                                 "WORLD_SIZE": "2"} for r in ranks}
         self.node = NodeMetrics(host, read_env=lambda pid: envs.get(pid, {}))
         self.node.set_header({"backend": "nvml" if self.cards else None, "env": {},
+                              "job": {"slurm_job_id": slurm_job},
                               "cards": [{"card": c.card, "vendor": "nvidia", "name": "NVIDIA H200",
                                          "uuid": f"GPU-{host}-{c.card}", "mem_total": 150 << 30} for c in self.cards]})
         self.server = MetricsServer(("127.0.0.1", 0), self.node)
@@ -104,10 +105,10 @@ def input_job() -> list[ScriptedNode]:
     host b1 is fine. Ranks 2 and 3, so both jobs together are one job of four ranks."""
     return [ScriptedNode("b0", [RankScript(2, {"data_wait": 0.4, "forward": 0.3, "backward": 0.3},
                                            {"worker_busy": 0.4}, worker_cpu=0.98)],
-                         [CardScript(0, 55.0)], run_id="run-b"),
+                         [CardScript(0, 55.0)], run_id="run-b", slurm_job="4242"),
             ScriptedNode("b1", [RankScript(3, {"forward": 0.5, "backward": 0.45, "optimizer": 0.05})],
                          [CardScript(0, 95.0, idle_state="forward", idle_cause="host_overhead_bound")],
-                         run_id="run-b")]
+                         run_id="run-b", slurm_job="4242")]
 
 
 def all_nodes(*jobs: Callable[[], list[ScriptedNode]]) -> list[ScriptedNode]:

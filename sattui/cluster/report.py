@@ -31,17 +31,21 @@ def parse_duration(text: str) -> float:
 
 
 def build(url: str, job: str | None = None, run_id: str | None = None, since_s: float = 1800.0,
-          now: float | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
+          now: float | None = None, timeout_s: float = 10.0, slurm_job: str | None = None) -> dict[str, Any]:
     t1 = time.time() if now is None else now
-    reader = JobReader(PromClient(url, timeout_s), job, run_id)
+    reader = JobReader(PromClient(url, timeout_s), job, run_id, slurm_job=slurm_job)
     data = reader.summary(t1, since_s)
     if not data.hosts:
         what = f"job {clean(job, 100)!s}" if job else "any job"
         if run_id:
             what += f" run {clean(run_id, 100)}"
+        if slurm_job:
+            what += f" Slurm job {clean(slurm_job, 100)}"
         raise SattuiError(f"Prometheus at {clean(reader.client.url, 200)} has no sattui or dcgm-exporter series "
                           f"for {what} over the last {since_s:g} s")
-    return report_of(data, url, job, run_id, since_s)
+    rep = report_of(data, url, job, run_id, since_s)
+    rep["source"]["slurm_job_id"] = slurm_job
+    return rep
 
 
 def report_of(data: JobData, url: str, job: str | None, run_id: str | None, since_s: float) -> dict[str, Any]:
@@ -115,6 +119,8 @@ def format_text(rep: dict[str, Any]) -> str:
     job = f"job {src['job']}" if src.get("job") else "all jobs"
     if src.get("run_id"):
         job += f", run {src['run_id']}"
+    if src.get("slurm_job_id"):
+        job += f", Slurm job {src['slurm_job_id']}"
     lines.append(f"prometheus  {src['prometheus']} ({job}), the last {rep['duration_s']:.0f} s from "
                  f"{rep['started_at']}")
     for h in rep["hosts"]:
@@ -150,7 +156,8 @@ def format_text(rep: dict[str, Any]) -> str:
     return clean_lines(lines, 1000)
 
 
-def cmd(url: str, job: str | None, run_id: str | None, since: str, as_json: bool) -> str:
+def cmd(url: str, job: str | None, run_id: str | None, since: str, as_json: bool,
+        slurm_job: str | None = None) -> str:
     from sattui.report import format_json
 
     try:
@@ -158,7 +165,7 @@ def cmd(url: str, job: str | None, run_id: str | None, since: str, as_json: bool
     except ValueError as e:
         raise SattuiError(str(e)) from None
     try:
-        rep = build(url, job, run_id, since_s)
+        rep = build(url, job, run_id, since_s, slurm_job=slurm_job)
     except PromError:
         raise
     return format_json(rep) if as_json else format_text(rep)

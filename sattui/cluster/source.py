@@ -111,19 +111,23 @@ def _rng(seconds: float) -> str:
 
 
 class JobReader:
-    """Reads one job (``job``: Prometheus's job label; ``run_id``: torchrun's run) from a
+    """Reads one job (``job``: Prometheus's job label; ``run_id``: torchrun's run;
+    ``slurm_job``: the Slurm job id every sattui series carries as ``slurm_job_id``) from a
     Prometheus server; each method is a handful of queries."""
 
     def __init__(self, client: PromClient, job: str | None = None, run_id: str | None = None,
-                 host: str | None = None) -> None:
+                 host: str | None = None, slurm_job: str | None = None) -> None:
         self.client = client
         self.job = job
         self.run_id = run_id
         self.host = host  # one host's series only (a drill-down)
+        self.slurm_job = slurm_job
 
     def _sel(self, **extra: str | None) -> str:
         if self.host is not None and "host" not in extra:
             extra["host"] = self.host
+        if self.slurm_job is not None:
+            extra["slurm_job_id"] = self.slurm_job
         return matcher(job=self.job, **extra)
 
     def summary(self, t1: float, window_s: float) -> JobData:
@@ -306,7 +310,8 @@ class JobReader:
                     out.card_info.setdefault(c, {"uuid": s.labels.get("uuid", ""), "vendor": s.labels.get("vendor", ""),
                                                  "model": s.labels.get("model", "")})
                     out.cards.setdefault(c, {})[attr] = [(t, v * scale) for t, v in s.points]
-            data = JobReader(self.client, self.job, self.run_id, host=host).series(t1, span_s, step_s)
+            one_host = JobReader(self.client, self.job, self.run_id, host=host, slurm_job=self.slurm_job)
+            data = one_host.series(t1, span_s, step_s)
             h = data.hosts.get(host)
             out.ranks = h.ranks if h is not None else []
             for s in self.client.query(f"sattui_finding_impact_ratio{sel}", t1):

@@ -45,9 +45,9 @@ class ClusterPoller:
 
     def __init__(self, url: str, job: str | None = None, run_id: str | None = None, *,
                  timeout_s: float = 5.0, on_update: Callable[[], None] | None = None,
-                 window_s: float = 120.0, columns: int = 42) -> None:
+                 window_s: float = 120.0, columns: int = 42, slurm_job: str | None = None) -> None:
         self.client = PromClient(url, timeout_s)
-        self.reader = JobReader(self.client, job, run_id)
+        self.reader = JobReader(self.client, job, run_id, slurm_job=slurm_job)
         self.url = self.client.url
         self.on_update = on_update
         self.window_s = window_s

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from sattui.job import LABELS as JOB_LABELS
 from sattui.metrics.node import CardState, NodeMetrics, Snapshot
 from sattui.states import COUNTED_NAMES
 
@@ -71,7 +72,9 @@ DCGM_GAUGES: list[tuple[str, str, str, float]] = [
 @dataclass(frozen=True, eq=False)  # hashed by identity: a cache key at every series of every scrape
 class Family:
     """One metric family: its name (counters without ``_total``, as prometheus_client
-    takes them), type, help and label names."""
+    takes them), type, help and label names. Every family also has the trainer's job
+    labels (``JOB_LABELS``: Slurm job id, pod, namespace) after its own, so any series can
+    be tied to a job or a pod (empty where not known: Prometheus reads that as no label)."""
 
     name: str
     type: str  # "gauge" or "counter"
@@ -80,7 +83,7 @@ class Family:
 
     def metric(self, samples: Iterable[tuple[tuple[str, ...], float]]) -> Metric:
         cls = CounterMetricFamily if self.type == "counter" else GaugeMetricFamily
-        m = cls(self.name, self.help, labels=list(self.labels))
+        m = cls(self.name, self.help, labels=list(self.labels + JOB_LABELS))
         for values, v in samples:
             m.add_metric(list(values), v)
         return m
@@ -199,7 +202,7 @@ def rows(s: Snapshot) -> Rows:
                     got.append(((str(c.info.get("card")), str(c.info.get("uuid") or ""),
                                  str(c.info.get("name") or ""), s.host, s.host, s.host), v * scale))
             out.append((fam, got))
-    return out
+    return [(fam, [(values + s.job, v) for values, v in samples]) for fam, samples in out]
 
 
 def families(s: Snapshot) -> list[Metric]:

@@ -13,7 +13,9 @@ HTTP thread) takes a :meth:`snapshot` under the lock; nothing is computed then.
 Labels: ``rank`` / ``local_rank`` / ``run_id`` come from each rank's start-up
 environment through the allow-list (sattui/trainer/env.py: ``RANK``, ``LOCAL_RANK``,
 ``TORCHELASTIC_RUN_ID``), read once per process; a single-process trainer has empty
-``rank`` and ``local_rank`` (docs/cluster.md, "One sattui per node").
+``rank`` and ``local_rank`` (docs/cluster.md, "One sattui per node"). ``slurm_job_id`` /
+``pod`` / ``namespace``, on every series, are the trainer's (the header's ``job``,
+sattui/trainer/identity.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.job import JobIdentity
 from sattui.trainer.env import read_allowed_env
 
 # A worker whose pid has not been seen for this long has exited; its last tick no longer
@@ -66,6 +69,8 @@ class Snapshot:
     cards: list[CardState]
     ranks: list[RankState]
     findings: list[dict[str, Any]]
+    # The values of the job labels of every series (sattui.job.LABELS).
+    job: tuple[str, ...] = ("", "", "")
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:
@@ -98,6 +103,7 @@ class NodeMetrics:
         self._findings: list[dict[str, Any]] = []
         self._ledger_done: int | None = None
         self._main_env: dict[str, str] = {}
+        self.job = JobIdentity()
         # The job's WORLD_SIZE from its ranks' environment (None: not seen): the advisor's
         # ledger needs it when this node runs one rank of many (sattui/metrics/feed.py).
         self.world_size: int | None = None
@@ -111,6 +117,7 @@ class NodeMetrics:
                 if isinstance(c.get("card"), int):
                     self._cards.setdefault(c["card"], CardState(dict(c))).info = dict(c)
             self._main_env = dict(header.get("env") or {})
+            self.job = JobIdentity.from_record(header.get("job"))
 
     def sink(self, records: list[dict[str, Any]]) -> None:
         """An engine sink (sattui/engine.py): records in time order, as recorded."""
@@ -176,7 +183,8 @@ class NodeMetrics:
                      for _, c in sorted(self._cards.items())]
             ranks = [RankState(r.labels, dict(r.states_s), dict(r.causes_s), r.worker_cpu_s, r.workers)
                      for r in self._ranks.values()]
-            return Snapshot(self.host, self.version, self.backend, cards, ranks, list(self._findings))
+            return Snapshot(self.host, self.version, self.backend, cards, ranks, list(self._findings),
+                            self.job.label_values())
 
     # -- internals (lock held)
 

@@ -46,6 +46,16 @@ ALLOWED_EXACT: frozenset[str] = frozenset(
         "OMPI_COMM_WORLD_RANK",
         "PMI_RANK",
         "SLURM_PROCID",
+        # the job and pod a trainer belongs to: labels of every exported series, the
+        # recording header's `job` (sattui/trainer/identity.py)
+        "SLURM_JOB_ID",
+        "SLURM_JOBID",
+        "SLURM_JOB_NAME",
+        "POD_NAME",
+        "POD_NAMESPACE",
+        "MY_POD_NAME",
+        "MY_POD_NAMESPACE",
+        "HOSTNAME",  # a pod's name, where no downward-API variable says it
         # which cards a process sees (rank -> card mapping), per vendor
         "CUDA_VISIBLE_DEVICES",
         "CUDA_DEVICE_ORDER",

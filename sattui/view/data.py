@@ -33,6 +33,8 @@ PROBLEM_EVENTS = {
     "sampler_missing": None,
     "sampler_failing": "sampler_restart",
     "no_accelerator": None,
+    # --webhook / --on-finding: a finding could not be delivered, until one is (sattui/notify.py)
+    "notify_failed": "notify_sent",
 }
 
 

@@ -99,6 +99,18 @@ def test_the_run_filter_keeps_the_runs_hosts(prom):
     assert {r["run_id"] for r in rep["trainer"]["ranks"]} == {"run-b"}
 
 
+def test_the_slurm_job_filter_keeps_the_jobs_hosts(prom):
+    """``--slurm-job``: a matcher on the ``slurm_job_id`` label every sattui series carries
+    (the input job's nodes run Slurm job 4242; the straggler job's and the dcgm-only host
+    have none)."""
+    rep = report(prom, "--slurm-job", "4242")
+    assert {h["host"] for h in rep["hosts"]} == {"b0", "b1"}
+    assert {r["rank"] for r in rep["trainer"]["ranks"]} == {2, 3}
+    assert rep["source"]["slurm_job_id"] == "4242"
+    got = sattui("report", "--prometheus", prom.url, "--slurm-job", "999", "--since", "5m")
+    assert got.returncode != 0 and got.stderr.count("\n") == 1 and "Slurm job 999" in got.stderr
+
+
 def test_text_report(prom):
     got = sattui("report", "--prometheus", prom.url, "--job", "wtc-strag", "--since", "5m")
     assert got.returncode == 0, got.stderr
