@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +22,7 @@ from tests.prom import Prometheus, StaticExporter
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "sattui.json"
+RULES = REPO / "deploy" / "prometheus" / "sattui-rules.yml"
 DCGM_PAGE = REPO / "tests" / "fixtures" / "vendors" / "dcgm-exporter" / \
     "dcgm-exporter-metrics_a100-mig-1g.5gb_full-gpu-and-gi_nvidia-docs.prom"
 DCGM_HOST = "ub20-a100-k8s"  # the captured page's Hostname
@@ -38,12 +40,16 @@ def dashboard() -> dict:
 def nodes() -> list[ScriptedNode]:
     return [
         ScriptedNode("g0", [RankScript(0, {"data_wait": 0.4, "forward": 0.3, "backward": 0.3}, {"worker_busy": 0.4})],
-                     [CardScript(0, 55.0, sm_active=40.0)], run_id="run-g",
+                     [CardScript(0, 55.0, sm_active=40.0), CardScript(1, 3.0, sm_active=2.0)], run_id="run-g",
                      findings=[{"rule": "worker_cpu_bound", "severity": "high", "impact": 0.4, "card": 0, "rank": 0}]),
         ScriptedNode("a1", [RankScript(1, {"forward": 0.5, "backward": 0.45, "collective": 0.05},
                                        {"comm_bound": 0.05})],
                      [CardScript(0, 90.0, idle_state="forward", idle_cause="host_overhead_bound", sm_active=70.0,
-                                 vendor="amd", model="AMD Instinct MI300X")], run_id="run-g"),
+                                 vendor="amd", model="AMD Instinct MI300X")], run_id="run-g",
+                     findings=[{"rule": "straggler", "severity": "medium", "impact": 0.12, "card": None, "rank": 1},
+                               {"rule": "throttled", "severity": "high", "impact": 0.3, "card": 0, "rank": 1},
+                               {"rule": "memory_growth", "severity": "medium", "impact": 0.0, "card": None,
+                                "rank": 1}]),
     ]
 
 
@@ -54,7 +60,7 @@ def prom():
         for n in ns:
             n.__enter__()
         try:
-            with Prometheus({JOB: [n.target for n in ns] + [f"127.0.0.1:{dcgm.port}"]}) as p:
+            with Prometheus({JOB: [n.target for n in ns] + [f"127.0.0.1:{dcgm.port}"]}, rule_files=[RULES]) as p:
                 p.wait_for(f'sattui_rank_state_seconds_total{{job="{JOB}"}} > 0', n=2)
                 p.wait_for(f'DCGM_FI_DEV_FB_USED{{job="{JOB}"}}', n=2)
                 # a rate over RATE_INTERVAL needs the whole interval scraped: over a younger
@@ -172,7 +178,8 @@ def test_card_panels_show_each_card_once_whoever_publishes_it(prom):
     values = {(s["metric"]["Hostname"], s["metric"]["gpu"]): float(s["value"][1]) for s in query(
         prom, substitute([t for p, t in targets(dashboard()) if p == "Card utilization"][0]["expr"]))
         if s["metric"]["Hostname"] != DCGM_HOST}
-    assert values == {("g0", "0"): pytest.approx(0.55), ("a1", "0"): pytest.approx(0.90)}
+    assert values == {("g0", "0"): pytest.approx(0.55), ("g0", "1"): pytest.approx(0.03),
+                      ("a1", "0"): pytest.approx(0.90)}
 
 
 def test_rank_and_cause_panels_read_the_ledgers(prom):
@@ -186,5 +193,40 @@ def test_rank_and_cause_panels_read_the_ledgers(prom):
     idle = query(prom, substitute(by_title["Card idle time by its rank's state"]["expr"]))
     assert {(s["metric"]["host"], s["metric"]["state"]) for s in idle} == {("g0", "data_wait"), ("a1", "forward")}
     found = query(prom, substitute(by_title["Current findings"]["expr"]))
-    assert [(s["metric"]["host"], s["metric"]["rule"], s["metric"]["rank"]) for s in found] == \
-        [("g0", "worker_cpu_bound", "0")]
+    assert sorted((s["metric"]["host"], s["metric"]["rule"], s["metric"]["rank"]) for s in found) == \
+        [("a1", "memory_growth", "1"), ("a1", "straggler", "1"), ("a1", "throttled", "1"),
+         ("g0", "worker_cpu_bound", "0")]
+
+
+def test_the_alerting_rules_evaluate_on_the_exporters_series(prom):
+    """deploy/prometheus/sattui-rules.yml loaded in the same Prometheus: every rule
+    evaluates without error on what the exporters really publish, and the alerts whose
+    conditions the scripted nodes meet are pending (their ``for`` is minutes), with
+    annotations naming the host, rank and card, the idle card's rank state and the
+    starved rank's cause read by the annotations' own queries."""
+    rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
+    assert len(rules) == 6 and all(r["health"] == "ok" for r in rules), \
+        [(r["name"], r.get("lastError")) for r in rules]
+    want = {("SattuiCardAllocatedIdle", "g0", "", "1"), ("SattuiDataStarvation", "g0", "0", ""),
+            ("SattuiStraggler", "a1", "1", ""), ("SattuiCardThrottled", "a1", "1", "0"),
+            ("SattuiMemoryGrowing", "a1", "1", "")}
+    deadline = time.monotonic() + 30
+    while True:
+        alerts = prom.api("alerts")["alerts"]
+        got = {(a["labels"]["alertname"], a["labels"]["host"], a["labels"].get("rank", ""),
+                a["labels"].get("card", "")) for a in alerts}
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert got == want
+    assert all(a["state"] == "pending" for a in alerts)
+    text = {a["labels"]["alertname"]: a["annotations"]["summary"] + " " + a["annotations"]["description"]
+            for a in alerts}
+    assert "host g0 card 1 is allocated to a running trainer but idle (3% utilization)" in text[
+        "SattuiCardAllocatedIdle"]
+    assert "its rank was in data_wait 100% of that time" in text["SattuiCardAllocatedIdle"]
+    assert "host g0 rank 0 loses 40% of its time" in text["SattuiDataStarvation"]
+    assert "Largest cause: worker_busy. Fix: the DataLoader workers are busy" in text["SattuiDataStarvation"]
+    assert "host a1 card 0 is throttled" in text["SattuiCardThrottled"]
+    assert "host a1 rank 1 is a straggler" in text["SattuiStraggler"]
+    assert "rank 1's DataLoader workers: memory only grows" in text["SattuiMemoryGrowing"]
