@@ -22,8 +22,10 @@ RULES = REPO / "deploy" / "prometheus" / "sattui-rules.yml"
 RULE_TESTS = REPO / "deploy" / "prometheus" / "sattui-rules.test.yml"
 ALERTS = {"SattuiCardAllocatedIdle", "SattuiDataStarvation", "SattuiStraggler", "SattuiCardThrottled",
           "SattuiMemoryGrowing", "SattuiExporterDown"}
-# Labels Prometheus adds at the scrape.
+# Labels Prometheus adds at the scrape, and the scheduler's labels CONTRACT.md puts on
+# every series (issue 24's job and pod item; empty, so absent, where unknown).
 SCRAPE_LABELS = {"job", "instance"}
+SCHEDULER_LABELS = {"slurm_job_id", "pod", "namespace"}
 
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -92,7 +94,7 @@ def test_annotations_name_host_rank_card_and_the_fix():
 
 def test_the_rules_read_only_what_the_exporter_emits():
     names, labels = exported()
-    labels |= SCRAPE_LABELS
+    labels |= SCRAPE_LABELS | SCHEDULER_LABELS
     for r in alert_rules():
         expr = r["expr"]
         for m in re.findall(r"\b(sattui_\w+|DCGM_\w+)", expr):
