@@ -29,22 +29,28 @@ class CardScript:
     util: float                          # percent
     idle_state: str = "data_wait"
     idle_cause: str = "worker_busy"
+    sm_active: float | None = None       # percent; None: the card does not give it
+    vendor: str = "nvidia"               # only NVIDIA cards are also published under dcgm's names
+    model: str = "NVIDIA H200"
 
 
 class ScriptedNode:
     """One host's sattui exporter, ticking once a second in a thread."""
 
     def __init__(self, host: str, ranks: list[RankScript], cards: list[CardScript] | None = None,
-                 run_id: str = "run-1", slurm_job: str | None = None) -> None:
+                 run_id: str = "run-1", slurm_job: str | None = None,
+                 findings: list[dict] | None = None) -> None:
         self.host = host
         self.ranks = ranks
         self.cards = cards or []
+        # the node advisor's standing findings (finding records: rule, severity, impact, card, rank)
+        self.findings = findings or []
         envs = {1000 + r.rank: {"RANK": str(r.rank), "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": run_id,
                                 "WORLD_SIZE": "2"} for r in ranks}
         self.node = NodeMetrics(host, read_env=lambda pid: envs.get(pid, {}))
         self.node.set_header({"backend": "nvml" if self.cards else None, "env": {},
                               "job": {"slurm_job_id": slurm_job},
-                              "cards": [{"card": c.card, "vendor": "nvidia", "name": "NVIDIA H200",
+                              "cards": [{"card": c.card, "vendor": c.vendor, "name": c.model,
                                          "uuid": f"GPU-{host}-{c.card}", "mem_total": 150 << 30} for c in self.cards]})
         self.server = MetricsServer(("127.0.0.1", 0), self.node)
         self.t = 0
@@ -65,8 +71,10 @@ class ScriptedNode:
                 recs.append({"kind": "proc", "t": t, "pid": 5000 + 10 * r.rank + w, "role": "worker",
                              "rank": r.rank, "cpu": r.worker_cpu})
         for c in self.cards:
-            recs.append({"kind": "card", "t": t, "card": c.card, "util": c.util, "mem_used": 10 << 30,
-                         "power_w": 300.0})
+            rec = {"kind": "card", "t": t, "card": c.card, "util": c.util, "mem_used": 10 << 30, "power_w": 300.0}
+            if c.sm_active is not None:
+                rec["sm_active"] = c.sm_active
+            recs.append(rec)
         self.node.sink(recs)
         job = JobLedger(gpu_job=bool(self.cards))
         for r in self.ranks:
@@ -76,6 +84,8 @@ class ScriptedNode:
             idle = 1.0 - c.util / 100.0
             job.cards[c.card] = CardLedger(c.card, None, None, 1.0, idle, {c.idle_state: idle}, {c.idle_cause: idle})
         self.node.add_ledger([(self.t, job)])
+        if self.findings:
+            self.node.set_findings([{"t": t, **f} for f in self.findings])
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):

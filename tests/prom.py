@@ -46,13 +46,15 @@ class Prometheus:
     every second under job ``job``; ``prom.url`` is its address."""
 
     def __init__(self, targets: list[str] | dict[str, list[str]], job: str = "sattui", port: int | None = None,
-                 scrape_interval: str = "1s") -> None:
+                 scrape_interval: str = "1s", rule_files: list[Path] | None = None) -> None:
         # One job's targets, or {job: targets} for several jobs.
         self.targets = targets if isinstance(targets, dict) else {job: targets}
         self.job = job
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.scrape_interval = scrape_interval
+        # evaluated every scrape interval too (deploy/prometheus/sattui-rules.yml)
+        self.rule_files = [str(p) for p in rule_files or []]
         self.proc: subprocess.Popen[bytes] | None = None
         self.dir: Path | None = None
 
@@ -62,6 +64,7 @@ class Prometheus:
         # JSON is YAML: no YAML library needed to write the config.
         cfg.write_text(json.dumps({
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.scrape_interval},
+            "rule_files": self.rule_files,
             "scrape_configs": [{"job_name": j, "static_configs": [{"targets": t}]}
                                for j, t in self.targets.items()]}))
         self.log = open(self.dir / "prometheus.log", "wb")
@@ -100,6 +103,11 @@ class Prometheus:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": q})
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.load(r)["data"]["result"]
+
+    def api(self, path: str) -> dict:
+        """``/api/v1/<path>``'s data (``rules``, ``alerts``)."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/{path}", timeout=10) as r:
+            return json.load(r)["data"]
 
     def wait_for(self, q: str, n: int = 1, timeout: float = 60) -> list[dict]:
         """Until the instant query ``q`` has at least ``n`` series."""

@@ -20,6 +20,7 @@ from sattui.screens.main import MainScreen
 from sattui.widgets.timechart import TimeChart
 from tests.e2e.conftest import REPO, run_sattui, sattui_cmd
 from tests.e2e.test_scenarios import _torchrun
+from tests.functional.test_grafana_dashboard import RULES, dashboard, query, targets
 from tests.prom import Prometheus, free_port
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,7 @@ def job(tmp_path_factory):
             "--master_addr", "127.0.0.1", "--master_port", str(master),
             "-m", "sattui.demo.ddp_trainer", "--ddp", "--steps", "100000"), cwd=REPO, stdout=log, stderr=log))
     try:
-        with Prometheus({JOB: [f"127.0.0.1:{p}" for p in ports]}) as prom:
+        with Prometheus({JOB: [f"127.0.0.1:{p}" for p in ports]}, rule_files=[RULES]) as prom:
             prom.wait_for(f'count by (host) (sattui_rank_state_seconds_total{{job="{JOB}"}} > 0)', n=2, timeout=120)
             yield prom
     finally:
@@ -113,3 +114,22 @@ async def _view(job) -> None:
             app.redraw(True)
         assert app.session.header["host"] == "n1"
         assert any(x.startswith(("rank1", "rank 1")) for x in chart(app)), chart(app)
+
+
+def test_the_dashboards_rank_panels_and_the_alerting_rules_on_real_trainers(job):
+    """deploy/: the dashboard's rank panels read both real nodes' ranks, and every rule of
+    sattui-rules.yml evaluates without error on their series (this box has no cards:
+    the card panels are tested on scripted exporters, tests/functional/test_grafana_dashboard.py)."""
+    by_title = dict(targets(dashboard()))
+    for title in ("Each rank's main-thread time by state", "Lost time by cause"):
+        expr = by_title[title]["expr"].replace("$__rate_interval", "20s").replace("$job", JOB).replace("$host", ".*")
+        deadline = time.monotonic() + 60
+        while True:
+            got = {(s["metric"]["host"], s["metric"]["rank"]) for s in query(job, expr)}
+            if got == {("n0", "0"), ("n1", "1")} or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert got == {("n0", "0"), ("n1", "1")}, (title, got)
+    rules = [r for g in job.api("rules")["groups"] for r in g["rules"]]
+    assert len(rules) == 6 and all(r["health"] == "ok" and r["lastEvaluation"] > "2000" for r in rules), \
+        [(r["name"], r["health"], r.get("lastError")) for r in rules]
