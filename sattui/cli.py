@@ -323,7 +323,7 @@ def _notifier_factory(webhook: str | None, command: list[str] | None, host: str 
 
     def make(header: dict[str, Any], engine: Any) -> Notifier:
         return Notifier(webhook=webhook, command=command, host=host or header.get("host"), recording=path,
-                        job=header.get("job"), on_event=engine.post_event, log=log)
+                        job=header.get("labels"), on_event=engine.post_event, log=log)
 
     return make
 

@@ -131,7 +131,7 @@ class Engine:
                                   env=info.get("env") or {}, nspid=info.get("nspid"),
                                   launcher=info.get("launcher"), interval_s=self.interval_s,
                                   stack_rate_hz=self.rate_hz if self.stacks and self.tree else None,
-                                  cpu_usable=usable_cpus(), job=self._job_identity())
+                                  cpu_usable=usable_cpus(), labels=self._job_identity())
         if self.tree is not None and self.tree.finder is not None:
             self.log(self.tree.looking_message())
         # `.item()`/`.to()` lines are host-device syncs and copies only when the job has a
@@ -148,11 +148,13 @@ class Engine:
                                        {"skipped": skipped}).to_record())
         return self.header
 
-    def _job_identity(self) -> dict[str, Any] | None:
-        """The trainer's Slurm job, pod and torchrun run (sattui/trainer/identity.py); None
-        when recording cards only."""
+    def _job_identity(self) -> dict[str, Any]:
+        """The trainer's Slurm job, pod and torchrun run (sattui/trainer/identity.py); all
+        empty when recording cards only."""
         if self.tree is None or self.pid is None:
-            return None
+            from sattui.job import JobIdentity
+
+            return JobIdentity().to_record()
         from sattui.trainer.identity import read_identity
 
         env = self.info.get("env")

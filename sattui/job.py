@@ -27,8 +27,10 @@ class JobIdentity:
     namespace: str | None = None
     run_id: str | None = None
 
-    def to_record(self) -> dict[str, str | None]:
-        return asdict(self)
+    def to_record(self) -> dict[str, str]:
+        """The header's and the report's ``labels`` object (CONTRACT.md): every field, an
+        unknown one empty."""
+        return {k: v or "" for k, v in asdict(self).items()}
 
     def label_values(self) -> tuple[str, ...]:
         """The values of ``LABELS``; an unknown one is empty (Prometheus reads an empty

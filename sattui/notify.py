@@ -170,7 +170,7 @@ def message(state: str, rec: dict[str, Any], *, host: str, recording: str | None
         "rank": rec.get("rank"),
         "card": rec.get("card"),
         "recording": recording,
-        "job": job,
+        "labels": job,
         "time": datetime.fromtimestamp(time.time() if wall is None else wall, timezone.utc)
         .isoformat(timespec="seconds"),
         "text": clean(text, 3000),

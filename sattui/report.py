@@ -273,8 +273,6 @@ class ReportBuilder:
             if h.get("launcher") or self.found:
                 trainer["launcher"] = h.get("launcher")
                 trainer["found"] = self.found
-            if isinstance(h.get("job"), dict):
-                trainer["job"] = JobIdentity.from_record(h["job"]).to_record()
         cards = []
         infos = {c.get("card"): c for c in h.get("cards") or []}
         for c in sorted(set(infos) | set(self.cards), key=lambda x: (x is None, x)):
@@ -296,6 +294,9 @@ class ReportBuilder:
             "duration_s": round(self.t_max, 2),
             "started_at": h.get("started_at"),
             "host": h.get("host"),
+            # the trainer's scheduler and orchestrator identity (CONTRACT.md): every field,
+            # empty when unknown (recordings made before it have none: all empty)
+            "labels": JobIdentity.from_record(h.get("labels")).to_record(),
             "trainer": trainer,
             "cards": cards,
             "processes": [self._proc_dict(p) for p in sorted([*self.past_procs, *self.procs.values()],
@@ -503,7 +504,7 @@ def format_text(rep: dict[str, Any]) -> str:
     if tr:
         cmd = clean_argv(tr.get("cmdline")) or "?"
         lines.append(f"trainer     pid {tr['pid']}: {cmd}")
-        job = job_text(tr.get("job"))
+        job = job_text(rep.get("labels"))
         if job:
             lines.append(f"job         {job}")
         for f in tr.get("found") or []:

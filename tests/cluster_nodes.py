@@ -49,7 +49,7 @@ class ScriptedNode:
                                 "WORLD_SIZE": "2"} for r in ranks}
         self.node = NodeMetrics(host, read_env=lambda pid: envs.get(pid, {}))
         self.node.set_header({"backend": "nvml" if self.cards else None, "env": {},
-                              "job": {"slurm_job_id": slurm_job},
+                              "labels": {"slurm_job_id": slurm_job or ""},
                               "cards": [{"card": c.card, "vendor": c.vendor, "name": c.model,
                                          "uuid": f"GPU-{host}-{c.card}", "mem_total": 150 << 30} for c in self.cards]})
         self.server = MetricsServer(("127.0.0.1", 0), self.node)

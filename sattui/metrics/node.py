@@ -117,7 +117,7 @@ class NodeMetrics:
                 if isinstance(c.get("card"), int):
                     self._cards.setdefault(c["card"], CardState(dict(c))).info = dict(c)
             self._main_env = dict(header.get("env") or {})
-            self.job = JobIdentity.from_record(header.get("job"))
+            self.job = JobIdentity.from_record(header.get("labels"))
 
     def sink(self, records: list[dict[str, Any]]) -> None:
         """An engine sink (sattui/engine.py): records in time order, as recorded."""

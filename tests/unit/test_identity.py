@@ -132,7 +132,7 @@ def test_a_real_process_environment_through_the_allow_list():
 
 def test_every_series_carries_the_job_labels_and_empty_when_unknown():
     node = NodeMetrics("n1", read_env=no_env)
-    node.set_header({**HEADER, "job": identity_of({"SLURM_JOB_ID": "123", "POD_NAME": "w-0",
+    node.set_header({**HEADER, "labels": identity_of({"SLURM_JOB_ID": "123", "POD_NAME": "w-0",
                                                    "POD_NAMESPACE": "ml"}, "").to_record()})
     node.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 98.0, "mem_used": 7},
                {"kind": "proc", "t": 1.0, "pid": 5, "role": "main", "cpu": 1.0}])
@@ -146,7 +146,7 @@ def test_every_series_carries_the_job_labels_and_empty_when_unknown():
             assert (lab.get("slurm_job_id"), lab.get("pod"), lab.get("namespace")) == ("123", "w-0", "ml"), n
     assert one(got, "DCGM_FI_DEV_GPU_UTIL", pod="w-0", namespace="ml", gpu="0") == 98.0
     bare = NodeMetrics("n1", read_env=no_env)
-    bare.set_header(HEADER)  # an older header: no `job`
+    bare.set_header(HEADER)  # an older header: no `labels`
     bare.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 50.0}])
     lab = scrape(bare)["sattui_info"][0][0]
     assert lab.get("slurm_job_id", "") == "" and lab.get("pod", "") == ""

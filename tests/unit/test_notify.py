@@ -74,7 +74,7 @@ def test_message_fields_and_slack_text():
         "host": "node7", "rank": 0, "card": None, "recording": "/tmp/r.jsonl", "fix": "more workers"}
     assert m["text"] == ("sattui on node7: HIGH input_bound rank 0, 40% ±10 of wall time: input_bound summary "
                          "Fix: more workers")
-    assert m["job"] == {"slurm_job_id": "12"}
+    assert m["labels"] == {"slurm_job_id": "12"}
     cleared = message(CLEARED, f(), host="n", recording=None)
     assert cleared["text"] == "sattui on n: cleared input_bound rank 0 (was high)"
 
