@@ -26,7 +26,7 @@ from dataclasses import fields
 from typing import Any
 
 from sattui.findings import Finding
-from sattui.model import CardSample, Event, Frame, HostSample, ProcSample, WorkerStack
+from sattui.model import CardSample, Event, Frame, HostSample, ProcSample, StackSample, WorkerStack
 from sattui.recording import samples_from_record
 from sattui.timeline import Timeline
 
@@ -96,3 +96,10 @@ class Feed:
 
     def add_event(self, ev: Event) -> None:
         self.timeline.add("event", 0, ev.t, ev)
+
+    def add_stack(self, s: StackSample) -> None:
+        """One main-thread stack sample (or a span of one state) of process ``s.pid``."""
+        self.timeline.add("stack", s.pid, s.t, s)
+
+    def add_finding(self, f: Finding) -> None:
+        self.timeline.add("finding", 0, f.t, f)

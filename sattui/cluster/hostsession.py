@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from sattui.cluster.source import HostDetail
+from sattui.feed import Feed
 from sattui.findings import Finding, Severity
 from sattui.model import CardSample, ProcSample, StackSample
 from sattui.sampler_status import SamplerStatus
@@ -52,6 +53,7 @@ class HostSession(Session):
     def load(self, d: HostDetail) -> None:
         """Replace the timeline with ``d`` (the poller's thread; the UI reads under the lock)."""
         tl = Timeline(HISTORY_S)
+        feed = Feed(tl)  # the one path into a Timeline, as for a live node
         cards = []
         for c in sorted(d.cards, key=lambda c: (_int(c) is None, _int(c) or 0, c)):
             n = _int(c)
@@ -65,7 +67,7 @@ class HostSession(Session):
             by: dict[str, dict[float, float]] = {k: dict(v) for k, v in metrics.items()}
             for t in times:
                 mu, mt = by.get("mem_used", {}).get(t), by.get("mem_total", {}).get(t)
-                tl.add("card", n, t - self.origin, CardSample(
+                feed.add_card(CardSample(
                     t - self.origin, n, util=by.get("util", {}).get(t), sm_active=by.get("sm_active", {}).get(t),
                     mem_used=None if mu is None else int(mu), mem_total=None if mt is None else int(mt),
                     power_w=by.get("power_w", {}).get(t), temp_c=by.get("temp_c", {}).get(t)))
@@ -76,7 +78,7 @@ class HostSession(Session):
             pid = rpid if pid is None else pid
             for t, secs in r.steps:
                 tt = t - self.origin
-                tl.add("proc", rpid, tt, ProcSample(tt, rpid, None, "rank" if rank is not None else "main", rank,
+                feed.add_proc(ProcSample(tt, rpid, None, "rank" if rank is not None else "main", rank,
                                                     f"rank {r.rank}" if r.rank else "trainer", None, None, None,
                                                     None, None))
                 # The step's seconds per state as consecutive spans, in their shares of it.
@@ -84,7 +86,7 @@ class HostSession(Session):
                 a = tt - d.step_s
                 for st, v in sorted(secs.items(), key=lambda kv: -kv[1]):
                     dur = d.step_s * v / total
-                    tl.add("stack", rpid, a, StackSample(a, dur, rpid, rpid, None, True, (), st))
+                    feed.add_stack(StackSample(a, dur, rpid, rpid, None, True, (), st))
                     a += dur
         t_f = d.t1 - self.origin
         for f in d.findings:
@@ -93,13 +95,12 @@ class HostSession(Session):
             except ValueError:
                 sev = Severity.INFO
             imp = f.get("impact")
-            tl.add("finding", 0, t_f, Finding(str(f.get("rule")), sev, float(imp) if isinstance(imp, float) else 0.0,
+            feed.add_finding(Finding(str(f.get("rule")), sev, float(imp) if isinstance(imp, float) else 0.0,
                                               f"{f.get('rule')} on {self.host} (the node's own advisor)",
                                               card=_int(str(f.get("card") or "")), rank=_int(str(f.get("rank") or "")),
                                               t=t_f))
         with self.lock:
-            self.timeline = tl
-            self.feed.timeline = tl
+            self.timeline, self.feed = tl, feed
             self.header = self._header(cards, pid)
 
     # -- Session
