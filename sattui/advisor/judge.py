@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sattui.advisor.base import AdvisorContext, Finding, Verdict
+from sattui.advisor.causes import RULE_CAUSE
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import JobLedger
-from sattui.advisor.rules_ledger import RULE_CAUSE
 from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
 from sattui.advisor.window import Window
 from sattui.feed import Feed

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.advisor import steps as step_seen
+from sattui.advisor.causes import CARD_CAUSES, DATA_CAUSES, IDLE, RANK_CAUSES, UNKNOWN, WORKER_BUSY  # noqa: F401
 from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
@@ -104,19 +105,8 @@ PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 # are busy), nor eval (it runs the model on the card).
 STARVING = (State.DATA_WAIT, State.DATA_INLINE, State.CHECKPOINT, State.LOGGING, State.IDLE)
 
-# Causes of lost time (rule ids of docs/rules.md, plus "idle" and "unknown").
-# Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free;
-# the rules decide over the window (from the free cores kept in the detail), not bin by bin.
-WORKER_BUSY = "worker_busy"
-DATA_CAUSES = (WORKER_BUSY, "worker_io_bound", "worker_respawn", "cpu_contention", "input_bound")
-IDLE = "idle"
-UNKNOWN = "unknown"
+# Causes of lost time: one table, sattui/advisor/causes.py.
 NOT_LOST = "compute"
-# Every cause a rank's lost seconds can have (state_causes), and a card's idle seconds
-# (card_piece_causes): the exporter starts each at 0 (sattui/metrics/exposition.py).
-RANK_CAUSES: tuple[str, ...] = (*DATA_CAUSES, "main_process_loading", "periodic_stall", "straggler", "comm_bound",
-                                "host_sync_stall", IDLE)
-CARD_CAUSES: tuple[str, ...] = (*RANK_CAUSES, "host_overhead_bound", UNKNOWN)
 
 
 def _add(d: dict[str, float], k: str, v: float) -> None:

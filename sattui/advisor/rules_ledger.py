@@ -17,8 +17,28 @@ import math
 from collections.abc import Callable, Iterable
 
 from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
+    CAUSE_WORDS,
+    FIX_COMM,
+    FIX_CONTENTION,
+    FIX_CONTENTION_OWN,
+    FIX_INLINE,
+    FIX_INPUT,
+    FIX_OVERHEAD,
+    FIX_RESPAWN,
+    FIX_STALL,
+    FIX_STRAGGLER,
+    FIX_SYNC,
+    FIX_TOO_FEW,
+    FIX_WORKER_CPU,
+    FIX_WORKER_IO,
+    IDLE,
+    RULE_CAUSE,
+    UNKNOWN,
+    WORKER_BUSY,
+)
 from sattui.advisor.intervals.batch_means import Interval, difference_interval
-from sattui.advisor.ledger import IDLE, UNKNOWN, WORKER_BUSY, JobLedger, RankLedger
+from sattui.advisor.ledger import JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
 from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
 from sattui.advisor.window import DEFAULT_STACK_RATE_HZ, Window
@@ -29,83 +49,6 @@ SHOWN_FROM = 0.03
 # spirit, a tenth of the cards' time, not the last few percent of a 97 % card.
 OVERHEAD_SHOWN_FROM = 0.05
 UNATTRIBUTED_SHOWN_FROM = 0.10
-
-FIX_INPUT = ("Make the input pipeline produce batches faster than the model consumes them: more or faster "
-             "DataLoader workers, prefetching (prefetch_factor), caching decoded samples.")
-FIX_WORKER_CPU = (
-    "Each worker is busy computing samples. If cores are free, add workers. Otherwise make samples cheaper: "
-    "decode/resize once and cache (TF: 'preprocess the data OFFLINE'; tf.data: 'cache'), keep uint8 tensors and "
-    "normalise on the GPU, move augmentation to the GPU (NVIDIA DALI, torchvision.transforms.v2 on CUDA tensors), "
-    "and stop per-worker thread oversubscription (cv2.setNumThreads(0), OMP_NUM_THREADS=1).")
-FIX_WORKER_IO = (
-    "Workers spend their time waiting, not computing. Move data closer (local NVMe/RAM disk, warm page cache), "
-    "read fewer, larger, sequential chunks (sharded WebDataset/TFRecord/LMDB/Parquet instead of many small "
-    "files), raise I/O concurrency (more workers, larger prefetch_factor, threaded/async reads in the Dataset — "
-    "waiting workers cost little CPU), cache decoded samples after epoch 1.")
-FIX_INLINE = (
-    "DataLoader(num_workers=0) loads every batch on the training thread (PyTorch tuning guide: 'the data loading "
-    "is synchronous and done in the main process'). Set num_workers > 0 (start near {S}), pin_memory=True when "
-    "training on a GPU, persistent_workers=True.")
-FIX_RESPAWN = (
-    "Consider setting `persistent_workers=True` on the DataLoader to speed up the worker initialization "
-    "(PyTorch Lightning's advice); reduce per-worker start-up work (heavy imports, opening datasets in "
-    "worker_init_fn).")
-FIX_SYNC = (
-    "Avoid unnecessary CPU-GPU synchronization (PyTorch tuning guide): no print(cuda_tensor), "
-    "cuda_tensor.item(), .cpu()/.to('cpu'), nonzero() or Python control flow on CUDA results inside the step; "
-    "accumulate metrics on the GPU and read them every N steps; use torch.cuda.set_sync_debug_mode('warn') to "
-    "find hidden syncs (Nsight cuda_api_sync: 'Avoid excessive use of synchronization'). GradScaler's one "
-    ".item() per step is expected.")
-FIX_OVERHEAD = (
-    "Kernels are too small or too many for Python to keep up: increase the batch size; fuse ops with "
-    "torch.compile; use CUDA graphs (torch.compile(mode='reduce-overhead')); use foreach/fused optimizers "
-    "(torch.optim.AdamW(..., fused=True)); remove per-step Python work (logging, metric objects).")
-FIX_STRAGGLER = ("The other ranks wait for rank {R} at every gradient all-reduce. Look at what rank {R} does "
-                 "that the others do not: its own time goes to {CAUSE}. Balance the data (equal-sized shards, "
-                 "a bucketing sampler) and the work per rank; a slow rank that changes from epoch to epoch "
-                 "points to data.")
-FIX_COMM = (
-    "Communication takes a large share of every step: try gradient compression or gradient accumulation, or "
-    "increase the batch size (torch-tb-profiler); use DDP no_sync() during accumulation; check NCCL_* settings "
-    "in the environment (e.g. disabled P2P/IB).")
-FIX_STALL = {
-    "checkpoint": ("Save asynchronously (torch.distributed.checkpoint.async_save) or less often, write locally and "
-                   "upload in the background, save once per node/sharded."),
-    "eval": ("Evaluate less often or on a subset, with a larger eval batch and torch.inference_mode(); "
-             "persistent_workers=True for the validation loader."),
-    "logging": "Aggregate metrics on the GPU and log every N steps.",
-}
-FIX_TOO_FEW = ("Every DataLoader worker is busy computing samples and cores are free: raise num_workers "
-               "(to about {S}), then make samples cheaper if the wait stays (decode/resize once and cache).")
-FIX_CONTENTION_OWN = (
-    "The trainer's own processes fill its usable CPUs, so its threads wait for a core: run fewer DataLoader "
-    "workers (at most the usable CPUs minus one per rank, counting the main thread's intra-op threads), cap "
-    "each process's threads (OMP_NUM_THREADS, torch.set_num_threads, cv2.setNumThreads(0) in workers), or "
-    "give the job more cores (the container's CPU quota, taskset).")
-FIX_CONTENTION = (
-    "Other processes take the trainer's CPUs: its threads are runnable but wait for a core. Give the job its "
-    "own cores (taskset/cgroups, no other busy jobs on the box), keep num_workers + intra-op threads within the "
-    "usable CPUs (OMP_NUM_THREADS, torch.set_num_threads), and check the container's CPU quota.")
-
-# The ledger's cause each rule reads, where the names differ.
-RULE_CAUSE = {"worker_cpu_bound": WORKER_BUSY, "too_few_workers": WORKER_BUSY, "starved_unattributed": UNKNOWN}
-
-CAUSE_WORDS = {
-    WORKER_BUSY: "data wait, workers busy computing",
-    "worker_io_bound": "data wait, workers reading or waiting on their data source",
-    "worker_respawn": "data wait while DataLoader workers restart",
-    "cpu_contention": "waiting for a CPU (other processes on its cores)",
-    "input_bound": "data wait",
-    "main_process_loading": "loading data on the training thread",
-    "periodic_stall": "checkpoint/eval/logging",
-    "straggler": "waiting for another rank",
-    "comm_bound": "collectives",
-    "host_sync_stall": "waiting for the device",
-    "host_overhead_bound": "host overhead",
-    IDLE: "sleeping / waiting on something unknown",
-    UNKNOWN: "unknown (no stacks)",
-}
-
 
 def _job(w: Window) -> JobLedger | None:
     return w.ledger

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.base import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
+from sattui.advisor.causes import CAUSE_WORDS, RULE_CAUSE
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
-from sattui.advisor.rules_ledger import CAUSE_WORDS, RULE_CAUSE, SHOWN_FROM
+from sattui.advisor.rules_ledger import SHOWN_FROM
 from sattui.advisor.rules_system import healthy, no_data
 from sattui.advisor.window import StackBinner, Window
 from sattui.findings import Severity

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sattui.advisor import causes
 from sattui.advisor import rules_ledger as rl
 from sattui.advisor.base import AdvisorContext, severity_for
-from sattui.advisor.ledger import WORKER_BUSY, CardLedger, JobLedger, RankLedger
+from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import FIX_IMBALANCE
 from sattui.advisor.verdict import rank_key
 from sattui.cluster.source import JobData, RankData
@@ -36,10 +37,6 @@ HOST_DATA_FROM = 0.05
 OTHERS_FINE = 0.03
 IMBALANCE_POINTS = 15.0  # rules_gpu.card_imbalance
 
-# Data-wait causes of the ledger and the rule that names each.
-DATA_CAUSES = {WORKER_BUSY: "worker_cpu_bound", "worker_io_bound": "worker_io_bound",
-               "worker_respawn": "worker_respawn", "input_bound": "input_bound",
-               "main_process_loading": "main_process_loading"}
 
 LEDGER_RULES: list[Callable[..., list[Finding]]] = [
     rl.straggler, rl.comm_bound, rl.periodic_stall, rl.worker_respawn, rl.main_process_loading,
@@ -145,7 +142,7 @@ def host_input_bottleneck(data: JobData) -> list[Finding]:
     for h in hosts:
         led, _ = job_ledger(data, {h})
         cs = led.cause_shares() if not led.gpu_job else JobLedger(ranks=led.ranks).cause_shares()
-        shares[h] = {c: cs.get(c, 0.0) for c in DATA_CAUSES}
+        shares[h] = {c: cs.get(c, 0.0) for c in causes.INPUT_PIPELINE_CAUSES}
     total = {h: sum(v.values()) for h, v in shares.items()}
     worst = max(hosts, key=lambda h: total[h])
     d = total[worst]
@@ -156,16 +153,14 @@ def host_input_bottleneck(data: JobData) -> list[Finding]:
     n_ranks = sum(1 for r in data.ranks if r.wall_s > 0)
     host_ranks = sum(1 for r in data.ranks if r.wall_s > 0 and r.host == worst)
     impact = d * host_ranks / n_ranks  # the job's wall time: that host's ranks' part of it
-    rule = DATA_CAUSES[cause]
-    fixes = {"worker_cpu_bound": rl.FIX_WORKER_CPU, "worker_io_bound": rl.FIX_WORKER_IO,
-             "worker_respawn": rl.FIX_RESPAWN, "input_bound": rl.FIX_INPUT,
-             "main_process_loading": rl.FIX_INLINE.replace("{S}", "a few")}
+    named = causes.BY_ID[cause]
+    rule = named.rule or cause
     ev: dict[str, object] = {"host": worst, "data_wait_shares": {h: round(total[h], 3) for h in hosts},
-                             "cause": rl.CAUSE_WORDS.get(cause, cause)}
+                             "cause": named.words}
     return [Finding(rule, severity_for(impact), impact,
                     f"host {worst}'s input pipeline is the bottleneck: its ranks wait for data {d * 100:.0f}% of "
-                    f"the time ({rl.CAUSE_WORDS.get(cause, cause)}); the other hosts at most "
-                    f"{max(others) * 100:.0f}%", ev, f"On {worst}: {fixes[rule]}")]
+                    f"the time ({named.words}); the other hosts at most "
+                    f"{max(others) * 100:.0f}%", ev, f"On {worst}: {named.fix}")]
 
 
 def card_imbalance(data: JobData) -> list[Finding]:
