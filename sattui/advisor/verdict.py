@@ -80,6 +80,9 @@ class RuleSpec:
     # The rule's impact is a share of one card's time: the Advisor scales it to the job
     # (a cause on one card of eight counts an eighth), so impacts compare across rules.
     per_card: bool = False
+    # It judges from the time ledger alone, so it also judges a job's ledger summed from
+    # Prometheus across hosts (sattui/cluster/judge.py), with no process or card samples.
+    across_hosts: bool = False
 
 
 # Causes of lost time come from the ledger (rules_ledger, window "ledger"): one scale, the
@@ -87,23 +90,30 @@ class RuleSpec:
 # largest. The card rules judge the cards' own figures.
 RULES: tuple[RuleSpec, ...] = (
     RuleSpec("debug_settings", "R18", rules_system.debug_settings, hysteresis=False),
-    RuleSpec("straggler", "R14", rules_ledger.straggler, window="ledger", needs=("stacks",)),
-    RuleSpec("comm_bound", "R14b", rules_ledger.comm_bound, window="ledger", needs=("stacks",)),
-    RuleSpec("periodic_stall", "R15", rules_ledger.periodic_stall, window="ledger", needs=("stacks",)),
-    RuleSpec("worker_respawn", "R16", rules_ledger.worker_respawn, window="ledger", needs=("stacks",)),
-    RuleSpec("main_process_loading", "R05", rules_ledger.main_process_loading, window="ledger", needs=("stacks",)),
-    RuleSpec("worker_cpu_bound", "R02", rules_ledger.worker_cpu_bound, window="ledger", needs=("stacks",)),
+    RuleSpec("straggler", "R14", rules_ledger.straggler, window="ledger", needs=("stacks",), across_hosts=True),
+    RuleSpec("comm_bound", "R14b", rules_ledger.comm_bound, window="ledger", needs=("stacks",), across_hosts=True),
+    RuleSpec("periodic_stall", "R15", rules_ledger.periodic_stall, window="ledger",
+             needs=("stacks",), across_hosts=True),
+    RuleSpec("worker_respawn", "R16", rules_ledger.worker_respawn, window="ledger",
+             needs=("stacks",), across_hosts=True),
+    RuleSpec("main_process_loading", "R05", rules_ledger.main_process_loading, window="ledger",
+             needs=("stacks",), across_hosts=True),
+    RuleSpec("worker_cpu_bound", "R02", rules_ledger.worker_cpu_bound, window="ledger",
+             needs=("stacks",), across_hosts=True),
     RuleSpec("too_few_workers", "R03", rules_ledger.too_few_workers, window="ledger",
              needs=("stacks", "cpu_count")),
     RuleSpec("cpu_frequency_low", "new", rules_host.cpu_frequency_low, window="ledger", needs=("stacks",)),
-    RuleSpec("worker_io_bound", "R04", rules_ledger.worker_io_bound, window="ledger", needs=("stacks",)),
-    RuleSpec("cpu_contention", "R17", rules_ledger.cpu_contention, window="ledger", needs=("stacks",)),
-    RuleSpec("input_bound", "R01", rules_ledger.input_bound, window="ledger", needs=("stacks",)),
-    RuleSpec("host_sync_stall", "R06", rules_ledger.host_sync_stall, window="ledger", needs=("stacks", "cards")),
+    RuleSpec("worker_io_bound", "R04", rules_ledger.worker_io_bound, window="ledger",
+             needs=("stacks",), across_hosts=True),
+    RuleSpec("cpu_contention", "R17", rules_ledger.cpu_contention, window="ledger",
+             needs=("stacks",), across_hosts=True),
+    RuleSpec("input_bound", "R01", rules_ledger.input_bound, window="ledger", needs=("stacks",), across_hosts=True),
+    RuleSpec("host_sync_stall", "R06", rules_ledger.host_sync_stall, window="ledger",
+             needs=("stacks", "cards"), across_hosts=True),
     RuleSpec("link_degraded", "R13b", rules_gpu.link_degraded, needs=("cards", "pcie_link"), per_card=True),
     RuleSpec("pcie_bound", "R13", rules_gpu.pcie_bound, needs=("cards", "pcie"), per_card=True),
     RuleSpec("host_overhead_bound", "R07", rules_ledger.host_overhead_bound, window="ledger",
-             needs=("stacks", "cards")),
+             needs=("stacks", "cards"), across_hosts=True),
     RuleSpec("throttled", "R12", rules_gpu.throttled, needs=("cards", "clocks"), per_card=True),
     RuleSpec("util_high_sm_low", "R08", rules_gpu.util_high_sm_low, needs=("cards", "sm"), per_card=True),
     RuleSpec("allocator_thrash", "R10", rules_gpu.allocator_thrash, window="long", needs=("cards",), per_card=True),

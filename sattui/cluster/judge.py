@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.advisor import causes
-from sattui.advisor import rules_ledger as rl
 from sattui.advisor.base import AdvisorContext, severity_for
 from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import FIX_IMBALANCE
-from sattui.advisor.verdict import rank_key
+from sattui.advisor.verdict import RULES, rank_key
 from sattui.cluster.source import JobData, RankData
 from sattui.findings import Finding
 
@@ -38,10 +37,8 @@ OTHERS_FINE = 0.03
 IMBALANCE_POINTS = 15.0  # rules_gpu.card_imbalance
 
 
-LEDGER_RULES: list[Callable[..., list[Finding]]] = [
-    rl.straggler, rl.comm_bound, rl.periodic_stall, rl.worker_respawn, rl.main_process_loading,
-    rl.worker_cpu_bound, rl.worker_io_bound, rl.cpu_contention, rl.input_bound, rl.host_sync_stall,
-    rl.host_overhead_bound]
+# The rules that judge from the ledger alone: the same list as a node's advisor's.
+LEDGER_RULES: list[Callable[..., list[Finding]]] = [r.fn for r in RULES if r.across_hosts and r.fn is not None]
 
 
 @dataclass
