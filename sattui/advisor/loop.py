@@ -1,7 +1,7 @@
 """The one advisor loop: records in, a Timeline fed, judged every period, findings and
 the ledger's settled bins out.
 
-The live monitor (sattui/session.py) and the headless exporter (``sattui record
+The live monitor (sattui/session/live.py) and the headless exporter (``sattui record
 --metrics``, sattui/metrics/feed.py) both run it on the engine's sampling thread: the
 engine's records go to :meth:`AdvisorLoop.sink`, and :meth:`AdvisorLoop.on_tick` is the
 engine's ``on_tick``. What each does with the findings differs and is handed in as

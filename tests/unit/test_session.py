@@ -1,4 +1,4 @@
-"""Sessions (sattui/session.py): a replay over the committed demo recordings and hand-made
+"""Sessions (sattui/session/): a replay over the committed demo recordings and hand-made
 ones; live sessions over a real process and over the simulated card, started and stopped
 without leaving a thread or a child behind."""
 
