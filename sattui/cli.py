@@ -557,7 +557,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     # here; once the screen is up, a failing read is said on it and the last data stays.
     poller.client.query("vector(1)")
     try:
-        from sattui.screens.cluster import run_cluster
+        from sattui.cluster_app import run_cluster
     except ImportError as e:
         raise SattuiError(f"the full-screen monitor is not available: {e}") from None
     return run_cluster(poller)

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from sattui.cluster.view import ClusterPoller
-from sattui.screens.cluster import ClusterApp, ClusterScreen
+from sattui.cluster_app import ClusterApp
+from sattui.screens.cluster import ClusterScreen
 from sattui.screens.main import MainScreen
 from sattui.widgets.timechart import TimeChart
 from tests.e2e.conftest import REPO, run_sattui, sattui_cmd

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from sattui.cluster.view import ClusterPoller, status_lines
-from sattui.screens.cluster import ClusterApp, ClusterScreen, ClusterUpdated
+from sattui.cluster_app import ClusterApp
+from sattui.screens.cluster import ClusterScreen, ClusterUpdated
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.widgets.header import StatusHeader

@@ -15,7 +15,7 @@ import sattui
 
 # The front end may import Textual (app.py, screens/, widgets/); the demo trainers import
 # torch on purpose (they are the bundled PyTorch job, run as their own processes).
-FRONT_END = ("sattui.app", "sattui.screens", "sattui.widgets")
+FRONT_END = ("sattui.app", "sattui.cluster_app", "sattui.screens", "sattui.widgets")
 TORCH_OK = ("sattui.demo.trainer", "sattui.demo.ckpt_trainer", "sattui.demo.ddp_trainer", "sattui.demo.phase_trainer",
             "sattui.demo.framework_trainer")
 
