@@ -38,7 +38,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sattui.vendors.base import REGISTRY, Backend, load_all  # noqa: E402
+from sattui.vendors.backend import REGISTRY, Backend, load_all  # noqa: E402
 from sattui.vendors.drm import DrmBackend  # noqa: E402
 from sattui.vendors.tool import run_tool  # noqa: E402
 from tests.e2e.test_record_backends_cli import GMI_S5000, VENDORS  # noqa: E402

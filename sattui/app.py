@@ -25,10 +25,10 @@ from textual.markup import escape as escape_markup
 from textual.message import Message
 from textual.screen import Screen
 
-from sattui.screens.base import SattuiScreen
 from sattui.screens.card import CardScreen
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
+from sattui.screens.sattui_screen import SattuiScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import strip_css

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 
 from sattui.model import CardSample, Event
-from sattui.vendors.base import Backend, BackendError
+from sattui.vendors.backend import Backend, BackendError
 
 DEFAULT_CARD_INTERVAL_S = 0.5
 

@@ -21,7 +21,7 @@ from sattui import __version__
 from sattui.errors import SattuiError
 from sattui.safefile import FORCE_FLAG, check_output, open_output
 from sattui.textsafe import clean
-from sattui.vendors.base import AUTO, NONE, backend_names
+from sattui.vendors.backend import AUTO, NONE, backend_names
 
 if TYPE_CHECKING:  # the recorder is imported where a command needs it (start-up cost)
     from sattui.recorder import Recorder, RecordResult
@@ -388,7 +388,7 @@ def cmd_monitor(args: argparse.Namespace, command: list[str] | None) -> int:
             raise SattuiError("nothing to watch: give --pid PID, -- CMD ..., or a card --backend")
         if args.mon_backend == "auto":
             # Cards only: say now, not on an empty screen, that there are none (probes are cheap).
-            from sattui.vendors.base import probe_all
+            from sattui.vendors.backend import probe_all
 
             if not any(p.available for p in probe_all()):
                 print(NOTHING_TO_WATCH, file=sys.stderr, end="", flush=True)
@@ -529,7 +529,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.prometheus is not None:
         if args.file is not None:
             raise SattuiError("report takes FILE or --prometheus URL, not both")
-        from sattui.cluster import report as cluster_report
+        from sattui.cluster import prom_report as cluster_report
 
         print(cluster_report.cmd(args.prometheus, args.job, args.run, args.since or cluster_report.DEFAULT_SINCE,
                                  args.json, slurm_job=args.slurm_job))

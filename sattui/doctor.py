@@ -61,7 +61,7 @@ def psutil_check() -> dict[str, Any]:
 
 def backends_check(find_cards: bool = True) -> list[dict[str, Any]]:
     """Every backend: available or not and why, its version, and the cards it finds."""
-    from sattui.vendors.base import REGISTRY, BackendError, probe_all
+    from sattui.vendors.backend import REGISTRY, BackendError, probe_all
 
     out = []
     for p in probe_all():

@@ -39,7 +39,7 @@ from sattui.trainer.classifier import classify
 from sattui.trainer.procs import ProcessTree
 from sattui.trainer.stacks import DEFAULT_RATE_HZ, StackSampler
 from sattui.trainer.worker_stacks import WorkerStackSampler, dump_main_stack
-from sattui.vendors.base import Backend
+from sattui.vendors.backend import Backend
 
 DEFAULT_INTERVAL_S = 1.0
 
@@ -109,7 +109,7 @@ class Engine:
     # -- setup
 
     def open(self) -> dict[str, Any]:
-        from sattui.vendors.base import open_backend
+        from sattui.vendors.backend import open_backend
 
         # with stacks sampled, the tree may look once at a spawned child's stack to tell an
         # mp.spawn rank from a DataLoader worker (sattui/trainer/procs.py)

@@ -73,7 +73,7 @@ class Recorder:
         on_tick = None
         notifier = self.opts.make_notifier(header, engine) if self.opts.make_notifier is not None else None
         if self.opts.metrics is not None or notifier is not None:
-            from sattui.metrics.feed import AdvisedMetrics
+            from sattui.metrics.advised import AdvisedMetrics
 
             if self.opts.metrics is not None:
                 self.opts.metrics.set_header(header)

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sattui.vendors.base import Backend, ParseError, ToolError
+from sattui.vendors.backend import Backend, ParseError, ToolError
 
 _SCRIPT = '''#!{python}
 # Fake {name!r} written by tests/vendor_tools.py.

@@ -13,7 +13,7 @@ Live use::
     every ~5 s:  verdict = advisor.evaluate(timeline, clock())
 """
 
-from sattui.advisor.base import AdvisorContext, Verdict, severity_for
+from sattui.advisor.context import AdvisorContext, Verdict, severity_for
 from sattui.advisor.cost import EfficiencyMeter, efficiency
 from sattui.advisor.judge import Judge, judge_recording
 from sattui.advisor.verdict import RULES, Advisor

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import statistics
 
-from sattui.advisor.base import Finding
+from sattui.advisor.context import Finding
 from sattui.advisor.window import Window, bisect_t
 from sattui.findings import Severity
 

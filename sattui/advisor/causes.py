@@ -13,7 +13,7 @@ Two groups the judges need, not the same:
   ``next()``): the workers busy, reading, restarting, starved of a CPU, or the wait not
   narrowed down;
 * ``input_pipeline`` — causes a faster input pipeline removes, where a host's ranks wait
-  for their data while the others do not (sattui/cluster/judge.py): the data-wait ones
+  for their data while the others do not (sattui/cluster/across_hosts.py): the data-wait ones
   but CPU contention (a host's cores, not its pipeline), plus loading on the training
   thread.
 """

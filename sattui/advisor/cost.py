@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.context import Finding, pct, severity_for
 from sattui.advisor.rules_system import card_in_use
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, pstdev
 from sattui.findings import Severity

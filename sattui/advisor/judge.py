@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.advisor.base import AdvisorContext, Finding, Verdict
 from sattui.advisor.causes import RULE_CAUSE
+from sattui.advisor.context import AdvisorContext, Finding, Verdict
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import JobLedger

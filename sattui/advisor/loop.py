@@ -2,7 +2,7 @@
 the ledger's settled bins out.
 
 The live monitor (sattui/session/live.py) and the headless exporter (``sattui record
---metrics``, sattui/metrics/feed.py) both run it on the engine's sampling thread: the
+--metrics``, sattui/metrics/advised.py) both run it on the engine's sampling thread: the
 engine's records go to :meth:`AdvisorLoop.sink`, and :meth:`AdvisorLoop.on_tick` is the
 engine's ``on_tick``. What each does with the findings differs and is handed in as
 ``publish``: the live session emits them as records (into its recording, its own view
@@ -51,7 +51,7 @@ class LedgerNode(Protocol):
 
 def make_advisor(header: dict[str, Any], warmup_s: float = LIVE_WARMUP_S) -> Advisor:
     """An advisor for a session with this header."""
-    from sattui.advisor.base import AdvisorContext
+    from sattui.advisor.context import AdvisorContext
 
     return Advisor(AdvisorContext.from_header(header), warmup_s=warmup_s)
 

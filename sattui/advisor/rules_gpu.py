@@ -12,7 +12,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from sattui.advisor.base import Finding, pct, severity_for
+from sattui.advisor.context import Finding, pct, severity_for
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
 from sattui.clock_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 from sattui.findings import Severity

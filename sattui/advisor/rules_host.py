@@ -10,8 +10,8 @@ moments it mattered, not over the whole run.
 
 from __future__ import annotations
 
-from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.causes import WORKER_BUSY
+from sattui.advisor.context import Finding, pct, severity_for
 from sattui.advisor.window import Window
 
 # [proposal] Below this share of the maximum clock: under the all-core turbo and the base

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from sattui.advisor.base import Finding, pct, severity_for
 from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
     CAUSE_WORDS,
     FIX_COMM,
@@ -37,6 +36,7 @@ from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-expo
     UNKNOWN,
     WORKER_BUSY,
 )
+from sattui.advisor.context import Finding, pct, severity_for
 from sattui.advisor.intervals.batch_means import Interval, difference_interval
 from sattui.advisor.ledger import JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler

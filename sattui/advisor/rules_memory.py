@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.advisor.base import Finding
+from sattui.advisor.context import Finding
 from sattui.advisor.window import ProcStats, Window
 from sattui.findings import Severity
 

@@ -8,7 +8,7 @@ the condition over the window, and the Advisor's decision step (verdict.py) appl
 
 from __future__ import annotations
 
-from sattui.advisor.base import Finding, pct
+from sattui.advisor.context import Finding, pct
 from sattui.advisor.ledger import CONTENDED_RUN_DELAY
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
 from sattui.findings import Severity

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
-from sattui.advisor.base import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.causes import CAUSE_WORDS, RULE_CAUSE
+from sattui.advisor.context import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_ledger import SHOWN_FROM
@@ -81,7 +81,7 @@ class RuleSpec:
     # (a cause on one card of eight counts an eighth), so impacts compare across rules.
     per_card: bool = False
     # It judges from the time ledger alone, so it also judges a job's ledger summed from
-    # Prometheus across hosts (sattui/cluster/judge.py), with no process or card samples.
+    # Prometheus across hosts (sattui/cluster/across_hosts.py), with no process or card samples.
     across_hosts: bool = False
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from sattui.advisor.base import AdvisorContext
+from sattui.advisor.context import AdvisorContext
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.timeline import Timeline
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sattui.cluster.across_hosts import judge
 from sattui.cluster.hostsession import HostSession
-from sattui.cluster.judge import judge
 from sattui.cluster.prom import PromClient, PromError
 from sattui.cluster.source import HostData, JobData, JobReader
 from sattui.findings import Finding

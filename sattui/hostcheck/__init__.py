@@ -10,8 +10,8 @@ Headless: nothing here imports Textual.
 from __future__ import annotations
 
 from sattui.hostcheck.access import check_stacks
-from sattui.hostcheck.base import Check
 from sattui.hostcheck.cgroup import check_cgroup_cpu
+from sattui.hostcheck.check import Check
 from sattui.hostcheck.cpufreq import check_cpufreq
 from sattui.hostcheck.nvidia import check_nvidia
 from sattui.hostcheck.pidns import check_pid_namespace

@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 
-from sattui.hostcheck.base import Check
+from sattui.hostcheck.check import Check
 from sattui.hostcheck.ptrace import has_cap_sys_ptrace, ptrace_scope, security_modules, uid_of
 from sattui.hostcheck.target import Target
 from sattui.sampler_status import PTRACE_FIX

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from sattui.host import cpu_cgroup, tightest_quota
-from sattui.hostcheck.base import Check, read_text
+from sattui.hostcheck.check import Check, read_text
 from sattui.hostcheck.mounts import mounts_of
 from sattui.hostcheck.target import Target
 

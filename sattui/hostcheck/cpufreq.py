@@ -12,7 +12,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sattui.hostcheck.base import Check, read_text
+from sattui.hostcheck.check import Check, read_text
 from sattui.hostcheck.target import Target
 
 SYS_CPU = "/sys/devices/system/cpu"

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 
-from sattui.hostcheck.base import Check
+from sattui.hostcheck.check import Check
 from sattui.hostcheck.target import Target
 from sattui.textsafe import clean
 from sattui.trainer.env import read_allowed_env

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from sattui.hostcheck.base import Check, read_text
+from sattui.hostcheck.check import Check, read_text
 from sattui.hostcheck.target import Target
 from sattui.textsafe import clean, clean_argv
 from sattui.trainer.procs import is_python, nspid_of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sattui.hostcheck.base import read_text
+from sattui.hostcheck.check import read_text
 
 CAP_SYS_PTRACE = 19
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-from sattui.hostcheck.base import MIB, Check, mib
+from sattui.hostcheck.check import MIB, Check, mib
 from sattui.hostcheck.mounts import mount_at, mounts_of
 from sattui.hostcheck.target import Target
 

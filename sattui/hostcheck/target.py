@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from sattui.hostcheck.base import read_text
+from sattui.hostcheck.check import read_text
 from sattui.textsafe import clean, clean_argv
 from sattui.trainer.procs import WORKER_COMM
 

@@ -105,7 +105,7 @@ class NodeMetrics:
         self._main_env: dict[str, str] = {}
         self.job = JobIdentity()
         # The job's WORLD_SIZE from its ranks' environment (None: not seen): the advisor's
-        # ledger needs it when this node runs one rank of many (sattui/metrics/feed.py).
+        # ledger needs it when this node runs one rank of many (sattui/metrics/advised.py).
         self.world_size: int | None = None
 
     # -- feeding (the sampling thread)

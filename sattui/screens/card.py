@@ -13,7 +13,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sattui.advisor.ledger import Dip
-from sattui.screens.base import SubScreen
+from sattui.screens.sattui_screen import SubScreen
 from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.binning import Axis

@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.clock_events import CLOCK_REASONS
-from sattui.screens.base import SubScreen
+from sattui.screens.sattui_screen import SubScreen
 from sattui.states import State
 from sattui.view.data import ViewData
 from sattui.widgets.header import ViewState

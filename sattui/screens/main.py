@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
-from sattui.screens.base import SattuiScreen
+from sattui.screens.sattui_screen import SattuiScreen
 from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.lines import main_lines

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from sattui.advisor import steps as step_seen
-from sattui.screens.base import SubScreen
+from sattui.screens.sattui_screen import SubScreen
 from sattui.states import state_of
 from sattui.textsafe import clean
 from sattui.view import fmt

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from sattui.screens.base import SubScreen
+from sattui.screens.sattui_screen import SubScreen
 from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.lines import worker_screen_lines

@@ -174,7 +174,7 @@ class LiveSession(Session):
             raise SattuiError(f"cannot start {command[0]}: {e.strerror or e}") from None
 
     def _open(self) -> bool:
-        from sattui.vendors.base import BackendError
+        from sattui.vendors.backend import BackendError
 
         eng = self.engine
         try:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample, Event
-from sattui.vendors.base import BackendError, ParseError, ToolError, register
+from sattui.vendors.backend import BackendError, ParseError, ToolError, register
 from sattui.vendors.box_table import Column, attach_processes, find_key, read_card_table, split_pair
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading, add_proc

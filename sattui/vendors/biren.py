@@ -11,7 +11,7 @@ this a tested backend.
 
 from __future__ import annotations
 
-from sattui.vendors.base import register
+from sattui.vendors.backend import register
 from sattui.vendors.box_table import BoxLayout, Column, find_key, parse_box_listing, split_pair
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading

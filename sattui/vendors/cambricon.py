@@ -12,7 +12,7 @@ The table reader itself is shared with the other box-table backends (``box_table
 
 from __future__ import annotations
 
-from sattui.vendors.base import register
+from sattui.vendors.backend import register
 from sattui.vendors.box_table import BoxLayout, Column, parse_box_listing
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import Backend, BackendError, BackendUnavailable, ParseError, Probe
+from sattui.vendors.backend import Backend, BackendError, BackendUnavailable, ParseError, Probe
 from sattui.vendors.presence import Presence
 from sattui.vendors.reading import CardReading
 from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S, Tool, find_tool, run_tool

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import Backend, BackendUnavailable, Probe, register
+from sattui.vendors.backend import Backend, BackendUnavailable, Probe, register
 from sattui.vendors.presence import Presence
 from sattui.vendors.reading import CardReading
 from sattui.vendors.values import clamp_pct, is_index, layout_error, pcie_gen_from_speed

@@ -21,7 +21,7 @@ import os
 import shutil
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import BackendError, BackendUnavailable, Probe, register
+from sattui.vendors.backend import BackendError, BackendUnavailable, Probe, register
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import parse_rocm_smi_json, rocm_smi_is_hygon

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, Probe, register
+from sattui.vendors.backend import BackendError, BackendUnavailable, ParseError, Probe, register
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.tool import ANY_EXIT, VERSION_TIMEOUT_S, Tool, find_tool, first_line, run_tool, version_from

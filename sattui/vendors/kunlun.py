@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sattui.vendors.base import BackendUnavailable, Probe, ToolError, register
+from sattui.vendors.backend import BackendUnavailable, Probe, ToolError, register
 from sattui.vendors.box_table import NVSMI_MEMORY, BoxLayout, Column, find_header, parse_box_listing
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading

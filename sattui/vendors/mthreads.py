@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from sattui.vendors.base import register
+from sattui.vendors.backend import register
 from sattui.vendors.box_table import BoxLayout, Column, parse_box_listing, split_paren
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading

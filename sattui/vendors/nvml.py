@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from sattui.model import CardInfo, CardSample, Event
-from sattui.vendors.base import Backend, BackendUnavailable, Probe, register
+from sattui.vendors.backend import Backend, BackendUnavailable, Probe, register
 
 # Every pynvml function this module may call. Where one replaces another, the
 # preferred one comes first. tests/unit/test_vendor_nvml.py checks that each exists in

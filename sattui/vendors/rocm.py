@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, Probe, ToolError, register
+from sattui.vendors.backend import BackendError, BackendUnavailable, ParseError, Probe, ToolError, register
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading, add_proc
 from sattui.vendors.tool import Tool, find_tool, in_dir_named, version_probe

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors.base import Backend, Probe, register
+from sattui.vendors.backend import Backend, Probe, register
 
 ENV_VAR = "SATTUI_SIM_CARD"
 CARD_NAME = "SIMULATED GPU (sattui demo)"

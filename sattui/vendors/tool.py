@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.vendors.base import BackendError, BackendUnavailable, ParseError, ToolError
+from sattui.vendors.backend import BackendError, BackendUnavailable, ParseError, ToolError
 from sattui.vendors.values import layout_error
 
 DEFAULT_TOOL_TIMEOUT_S = 5.0

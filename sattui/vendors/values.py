@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from sattui.vendors.base import ParseError
+from sattui.vendors.backend import ParseError
 
 # What tools print for "no value". Compared lower-cased and stripped.
 NA_MARKERS = frozenset({

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sattui.advisor import ledger
-from sattui.advisor.base import AdvisorContext
+from sattui.advisor.context import AdvisorContext
 from sattui.advisor.ledger import IDLE, PHASES, UNKNOWN, WORKER_BUSY, Dip, JobLedger
 from sattui.advisor.window import SPAN_LOOKBACK_S, StackBinner, Window, bisect_t
 from sattui.model import CardSample

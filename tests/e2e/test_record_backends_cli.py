@@ -33,7 +33,7 @@ import pytest
 
 from sattui.cards import DEFAULT_CARD_INTERVAL_S
 from sattui.recording import RecordingReader
-from sattui.vendors.base import auto_order
+from sattui.vendors.backend import auto_order
 from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S
 from tests.unit.test_vendor_biren import SYNTHETIC_TABLE as BIREN_SYNTHETIC_TABLE
 from tests.unit.test_vendor_hygon import HY_SMI_VERSION
@@ -352,7 +352,7 @@ def real_here(tmp_path_factory) -> set[str]:
     """Backends that find something on this machine with PATH isolated: a real GPU's
     library or /sys entry, or a vendor tool in a fixed system folder (/opt/rocm/bin…).
     Empty on a plain CI box; the tests that need "nothing here" exempt these."""
-    from sattui.vendors.base import probe_all
+    from sattui.vendors.backend import probe_all
 
     with pytest.MonkeyPatch.context() as mp:
         isolate_path(tmp_path_factory.mktemp("isolated"), mp)

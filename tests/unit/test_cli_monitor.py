@@ -128,7 +128,7 @@ def test_demo_starts_the_trainer_on_the_sim_card_and_stops_it(fake_ui):
 
 
 def test_no_arguments_without_an_accelerator_points_at_the_demo_and_pid(capsys, fake_ui):
-    from sattui.vendors.base import probe_all
+    from sattui.vendors.backend import probe_all
 
     if any(p.available for p in probe_all()):
         pytest.skip("this machine has an accelerator: `sattui` alone watches its cards")

@@ -21,8 +21,8 @@ from sattui import doctor
 from sattui.host import parse_proc_cgroup
 from sattui.host import under_mount as _under
 from sattui.hostcheck import Target, run_checks
-from sattui.hostcheck.base import Check
 from sattui.hostcheck.cgroup import tightest
+from sattui.hostcheck.check import Check
 from sattui.hostcheck.cpufreq import check_cpufreq
 from sattui.hostcheck.mounts import Mount, mount_at, mounts_of, parse_mountinfo
 

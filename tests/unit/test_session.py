@@ -333,7 +333,7 @@ def test_live_session_bad_input(tmp_path, sleeper):
 
 
 def test_live_session_forced_backend_that_fails_still_watches_the_trainer(sleeper, monkeypatch):
-    from sattui.vendors import base
+    from sattui.vendors import backend as base
 
     class Broken(sim.SimBackend):
         name = "broken"

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from sattui.vendors import sim
-from sattui.vendors.base import auto_order, backend_names, open_backend
+from sattui.vendors.backend import auto_order, backend_names, open_backend
 from sattui.vendors.sim import CardFile, SimBackend, busy_share, power_for, temp_step
 
 

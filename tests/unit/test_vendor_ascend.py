@@ -24,7 +24,7 @@ from sattui.vendors.ascend import (
     parse_proc_mem,
     parse_usages,
 )
-from sattui.vendors.base import REGISTRY, BackendError, ParseError, ToolError
+from sattui.vendors.backend import REGISTRY, BackendError, ParseError, ToolError
 from tests.vendor_tools import calls, install_tool
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "ascend"

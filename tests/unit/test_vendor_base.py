@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from sattui.vendors.base import BackendUnavailable, ToolError, open_backend
+from sattui.vendors.backend import BackendUnavailable, ToolError, open_backend
 from sattui.vendors.tool import run_tool
 
 
@@ -59,7 +59,7 @@ def test_auto_on_this_machine_names_why_each_backend_was_skipped(monkeypatch, tm
 
 def test_auto_order_and_backend_names_come_from_the_registered_classes(monkeypatch, tmp_path):
     from sattui import cli
-    from sattui.vendors import base
+    from sattui.vendors import backend as base
 
     # The order the README documents: NVML first, then the vendor tools, then Linux DRM.
     assert base.auto_order() == ("nvml", "rocm", "hygon", "ascend", "cambricon", "kunlun", "mthreads", "biren",

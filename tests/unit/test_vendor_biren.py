@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from sattui.vendors.base import REGISTRY
+from sattui.vendors.backend import REGISTRY
 from sattui.vendors.biren import UNVERIFIED, BirenBackend, brsmi_version, parse_brsmi
 from tests.vendor_tools import (
     assert_crash_is_tool_error,

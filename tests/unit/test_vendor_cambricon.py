@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sattui.vendors.base import REGISTRY, ParseError
+from sattui.vendors.backend import REGISTRY, ParseError
 from sattui.vendors.box_table import is_rule, map_cell, read_table, split_pair, split_paren
 from sattui.vendors.cambricon import CambriconBackend, cnmon_version, parse_cnmon
 from tests.vendor_tools import (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sattui.vendors.base import BackendUnavailable, ParseError
+from sattui.vendors.backend import BackendUnavailable, ParseError
 from sattui.vendors.drm import DrmBackend, find_cards, parse_fdinfo, parse_link_speed, parse_pp_dpm
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vendors" / "linux-drm"

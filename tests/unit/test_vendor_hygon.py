@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sattui.vendors import hygon, rocm
-from sattui.vendors.base import BackendUnavailable, ParseError, ToolError, open_backend
+from sattui.vendors.backend import BackendUnavailable, ParseError, ToolError, open_backend
 from sattui.vendors.hygon import HygonBackend, parse_hy_smi_concise
 from sattui.vendors.rocm import parse_rocm_smi_json
 from tests.vendor_tools import calls, install_tool, isolate_path

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sattui.vendors import intel
-from sattui.vendors.base import BackendUnavailable, ParseError, ToolError
+from sattui.vendors.backend import BackendUnavailable, ParseError, ToolError
 from sattui.vendors.intel import (
     DUMP_METRICS,
     KUNLUN_REASON,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sattui.vendors.base import REGISTRY, BackendUnavailable, ToolError
+from sattui.vendors.backend import REGISTRY, BackendUnavailable, ToolError
 from sattui.vendors.kunlun import KunlunBackend, identify_xpu_smi, parse_xpu_smi, xpu_smi_version
 from tests.vendor_tools import (
     assert_crash_is_tool_error,

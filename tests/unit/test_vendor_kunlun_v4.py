@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sattui.vendors.base import ParseError
+from sattui.vendors.backend import ParseError
 from sattui.vendors.intel import KUNLUN_REASON, IntelBackend
 from sattui.vendors.kunlun import KunlunBackend, parse_xpu_smi, xpu_smi_version
 from sattui.vendors.xpu_smi import identify_xpu_smi

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sattui.vendors.base import REGISTRY
+from sattui.vendors.backend import REGISTRY
 from sattui.vendors.mthreads import MthreadsBackend, mthreads_gmi_version, parse_mthreads_gmi
 from tests.vendor_tools import (
     assert_crash_is_tool_error,

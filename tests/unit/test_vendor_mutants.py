@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sattui.vendors.ascend import AscendBackend
-from sattui.vendors.base import ParseError, Probe
+from sattui.vendors.backend import ParseError, Probe
 from sattui.vendors.biren import UNVERIFIED as BIREN_NOTE
 from sattui.vendors.biren import BirenBackend
 from sattui.vendors.box_table import split_paren

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sattui.model import CardInfo, CardSample
-from sattui.vendors import base, nvml
-from sattui.vendors.base import BackendUnavailable, open_backend
+from sattui.vendors import backend as base
+from sattui.vendors import nvml
+from sattui.vendors.backend import BackendUnavailable, open_backend
 from sattui.vendors.nvml import KIB, MIB, NvmlBackend
 from tests.fakes import fake_pynvml as fk
 from tests.fakes.fake_pynvml import FakeClock, a100, h200, make_fake

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sattui.vendors import rocm, tool, values
-from sattui.vendors.base import BackendUnavailable, ParseError, ToolError
+from sattui.vendors.backend import BackendUnavailable, ParseError, ToolError
 from sattui.vendors.rocm import (
     ROCM_SMI_DISCOVER_ARGS,
     ROCM_SMI_SAMPLE_ARGS,

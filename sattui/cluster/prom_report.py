@@ -9,7 +9,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from sattui.cluster.judge import finding_dict, judge
+from sattui.cluster.across_hosts import finding_dict, judge
 from sattui.cluster.prom import PromClient, PromError
 from sattui.cluster.source import JobData, JobReader
 from sattui.errors import SattuiError

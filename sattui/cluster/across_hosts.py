@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.advisor import causes
-from sattui.advisor.base import AdvisorContext, severity_for
+from sattui.advisor.context import AdvisorContext, severity_for
 from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import FIX_IMBALANCE
 from sattui.advisor.verdict import RULES, rank_key
