@@ -188,8 +188,18 @@ def text(s: str, style: str = "") -> Runs:
 
 def fit(s: str, width: int) -> str:
     """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines), its
-    control characters escaped first (names come from other users: sattui/textsafe.py)."""
-    return clean(s, max(1, width))
+    control characters escaped first (names come from other users: sattui/textsafe.py).
+    The cut falls at a word boundary where one is near the end (in the last third), so a
+    word is not shown in half; a long single word is cut where it must be."""
+    width = max(1, width)
+    s = clean(s)
+    if len(s) <= width:
+        return s
+    cut = clean(s, width)[:-1]  # never inside an escape
+    space = cut.rfind(" ")
+    if space >= max(1, width * 2 // 3) and s[space] == " ":
+        cut = cut[:space]
+    return cut.rstrip(" ,;:·(") + "…"
 
 
 def bar(frac: float | None, width: int) -> Runs:
