@@ -30,7 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _read_for(master: int, seconds: float) -> int:
+DUMP: list[bytes] | None = None  # --dump: what was counted, kept for a look
+
+
+def _read_for(master: int, seconds: float, keep: bool = False) -> int:
     """Bytes read from ``master`` over ``seconds`` (reading as they come, so the child
     never blocks on a full terminal)."""
     got = 0
@@ -45,11 +48,14 @@ def _read_for(master: int, seconds: float) -> int:
             if not chunk:
                 break
             got += len(chunk)
+            if keep and DUMP is not None:
+                DUMP.append(chunk)
     return got
 
 
-def measure(cmd: list[str], cols: int, rows: int, settle_s: float, seconds: float) -> float:
-    """Bytes per second ``cmd`` writes to a ``cols`` × ``rows`` terminal after ``settle_s``."""
+def measure(cmd: list[str], cols: int, rows: int, settle_s: float, seconds: float, keys: bytes = b"") -> float:
+    """Bytes per second ``cmd`` writes to a ``cols`` × ``rows`` terminal after ``settle_s``
+    (``keys`` typed once it has drawn, half-way through the settling)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", COLUMNS=str(cols), LINES=str(rows))
@@ -57,10 +63,13 @@ def measure(cmd: list[str], cols: int, rows: int, settle_s: float, seconds: floa
                             start_new_session=True, cwd=ROOT)
     os.close(slave)
     try:
-        _read_for(master, settle_s)
+        _read_for(master, settle_s / 2)
+        if keys:
+            os.write(master, keys)
+        _read_for(master, settle_s / 2)
         if proc.poll() is not None:
             raise SystemExit(f"terminal_bytes: {cmd[0]} exited early (code {proc.returncode})")
-        return _read_for(master, seconds) / seconds
+        return _read_for(master, seconds, keep=True) / seconds
     finally:
         try:
             os.killpg(proc.pid, signal.SIGINT)
@@ -81,17 +90,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds counted")
     ap.add_argument("--scenario", default="starved", help="the demo's scenario")
     ap.add_argument("--htop", action="store_true", help="also measure htop (where installed)")
+    ap.add_argument("--replay", metavar="FILE", help="measure `sattui replay FILE` playing instead of the demo "
+                    "(no trainer: a quick look at the drawing alone)")
+    ap.add_argument("--dump", metavar="FILE", help="write the bytes counted to FILE (to see what is redrawn)")
     args = ap.parse_args(argv)
+    global DUMP
+    DUMP = [] if args.dump else None
     try:
         sizes = [(int(c), int(r)) for c, r in (s.lower().split("x") for s in args.size)]
     except ValueError:
         print(f"terminal_bytes: a size is COLSxROWS (80x24), got {' '.join(args.size)}", file=sys.stderr)
         return 2
     demo = [sys.executable, "-m", "sattui", "demo", "--scenario", args.scenario]
+    what, keys = f"sattui demo --scenario {args.scenario}", b""
+    if args.replay:
+        demo, what, keys = [sys.executable, "-m", "sattui", "replay", args.replay], "sattui replay (playing)", b" "
     print(f"bytes written to the terminal per second, after {args.settle:g} s, over {args.seconds:g} s")
     for cols, rows in sizes:
-        rate = measure(demo, cols, rows, args.settle, args.seconds)
-        print(f"  sattui demo --scenario {args.scenario}  {cols}x{rows}  {rate / 1024:6.1f} KiB/s")
+        rate = measure(demo, cols, rows, args.settle, args.seconds, keys)
+        print(f"  {what}  {cols}x{rows}  {rate / 1024:6.1f} KiB/s")
+        if args.dump and DUMP is not None:
+            Path(f"{args.dump}.{cols}x{rows}").write_bytes(b"".join(DUMP))
+            DUMP.clear()
         if args.htop:
             htop = shutil.which("htop")
             if htop is None:

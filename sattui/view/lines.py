@@ -130,7 +130,7 @@ def chart(values: Sequence[float | None], scale: float, height: int,
     for k, v in enumerate(values):
         if v is None:
             for r in rows:
-                r.append((" ", "nodata"))
+                r.append((" ", ""))
             continue
         lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
         dip = dipped is not None and dipped[k]
@@ -138,7 +138,9 @@ def chart(values: Sequence[float | None], scale: float, height: int,
         st = "bad" if dip else style if isinstance(style, str) else style(v)
         for i in range(height):
             fill = lv - 8 * (height - 1 - i)
-            rows[i].append(((" " if fill <= 0 else glyphs[min(8, fill) - 1]), st))
+            # An empty cell takes no style of its own: the spaces above a bar merge into
+            # one run (one colour change fewer per bucket on the terminal).
+            rows[i].append((" ", "") if fill <= 0 else (glyphs[min(8, fill) - 1], st))
     return [merge(r) for r in rows]
 
 
