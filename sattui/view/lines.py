@@ -16,6 +16,8 @@ Glyphs:
   (50 %) is drawn dotted (``⡀⣀⣄⣤⣦⣶⣷⣿``, the same eight heights) in the "bad" colour, so a
   dip shorter than a bucket is never averaged away, with colour or without (``NO_COLOR``).
 * CPU, memory, power, temperature, clocks and PCIe draw each bucket's **mean**.
+* Screens lay their charts out at their least height, then share the rows the window has
+  left among them (:mod:`sattui.view.grow`).
 * The main thread's state strip draws one **letter per bucket** (``W`` data_wait,
   ``f`` forward …, :class:`sattui.states.State`) on the state's colour, so the strip reads the
   same without colour (``NO_COLOR``) or with 16 colours.
@@ -71,7 +73,9 @@ class Columns:
 def columns_for(width: int) -> Columns:
     """Column widths for a chart ``width`` cells wide; every screen uses this one rule so
     every strip on every screen starts at the same column."""
-    if width >= 120:
+    if width >= 160:
+        label, value = 26, 34  # room for a card's whole name ("0 SIMULATED Simulated GPU")
+    elif width >= 120:
         label, value = 18, 34
     elif width >= 60:
         label, value = 14, 22
