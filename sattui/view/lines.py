@@ -73,7 +73,7 @@ class Columns:
 def columns_for(width: int) -> Columns:
     """Column widths for a chart ``width`` cells wide; every screen uses this one rule so
     every strip on every screen starts at the same column."""
-    if width >= 160:
+    if width >= 180:
         label, value = 26, 34  # room for a card's whole name ("0 SIMULATED Simulated GPU")
     elif width >= 120:
         label, value = 18, 34

@@ -1,7 +1,8 @@
 """The screens use the window they are given (issue 26): the rows left after the fixed
 lines go to the charts, at most one row in ten blank at 120×40 and 200×50 with one card
 and with eight; a resize redraws at once at the new size and keeps the view's state;
-the highlighted dip's cause reads whole at 80 columns."""
+the highlighted dip's cause reads whole at 80 columns; a live view moves in steps (the
+terminal's traffic, issue 25)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 import sattui.screens.card as card_screen
-from sattui.app import SattuiApp
+from sattui.app import LIVE_STEP_S, SattuiApp
 from sattui.screens.card import CardScreen, DipList, dip_row
 from sattui.screens.main import MainScreen
 from sattui.session import ReplaySession
@@ -18,6 +19,7 @@ from sattui.view.grow import Group, share_rows
 from sattui.view.lines import fit
 from sattui.widgets.timechart import TimeChart
 from tests.functional.conftest import FIXTURE, settle
+from tests.functional.doubles import FrozenLive
 
 RANKS_FIXTURE = FIXTURE.with_name("ranks_fixture.jsonl")
 RECORDINGS = {"1card": (FIXTURE, 90.0), "8cards": (RANKS_FIXTURE, 75.0)}
@@ -147,3 +149,21 @@ def test_rows_are_shared_evenly_among_cards_and_whole_rounds_only() -> None:
     assert extra == {} and left == 2  # two rows cannot go evenly to three cards
     extra, left = share_rows(5, [Group(("a",), 1), Group(("a",), 3)])
     assert extra == {"a": 3} and left == 2
+
+
+async def test_a_live_view_moves_in_steps_so_the_charts_do_not_repaint_every_tick() -> None:
+    live = FrozenLive(str(FIXTURE), 90.0)
+    app = SattuiApp(live, show_clock=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        chart = app.screen.query_one(TimeChart)
+        strips = list(chart._strips)
+        assert app.view_end() == 90.0
+        live.t = 90.0 + LIVE_STEP_S * 0.9  # the clock moves within a step: not one row redrawn
+        await settle(pilot)
+        assert app.view_end() == 90.0
+        assert all(a is b for a, b in zip(strips, chart._strips))
+        live.t = 90.0 + LIVE_STEP_S  # a step: the strips scroll
+        await settle(pilot)
+        assert app.view_end() == 90.0 + LIVE_STEP_S
+        assert any(a is not b for a, b in zip(strips, chart._strips))
