@@ -10,7 +10,7 @@ so charts of one kind stay the same height; an ``even`` group only takes whole r
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -19,6 +19,12 @@ class Group:
     members: tuple[Hashable, ...]
     cap: int  # extra rows a member may have in all, after this group
     even: bool = True
+    # A member's own ceiling, below ``cap`` (a chart whose values never reach its upper
+    # rows would draw them blank).
+    most: Mapping[Hashable, int] | None = None
+
+    def cap_of(self, member: Hashable) -> int:
+        return self.cap if self.most is None else min(self.cap, self.most.get(member, self.cap))
 
 
 def share_rows(spare: int, groups: Sequence[Group]) -> tuple[dict[Hashable, int], int]:
@@ -29,7 +35,7 @@ def share_rows(spare: int, groups: Sequence[Group]) -> tuple[dict[Hashable, int]
     left = max(0, spare)
     for g in groups:
         while left > 0:
-            hungry = [m for m in g.members if extra.get(m, 0) < g.cap]
+            hungry = [m for m in g.members if extra.get(m, 0) < g.cap_of(m)]
             if not hungry or (g.even and len(hungry) > left):
                 break
             for m in hungry[:left]:

@@ -27,7 +27,7 @@ Glyphs:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -626,6 +626,18 @@ def _reports(data, card: int, attr: str, axis: Axis) -> bool:
     return any(v is not None for v in binned(data, "card", card, attr, axis)[1])
 
 
+def rows_below(peak: float, scale: float, most: int = 64) -> int:
+    """The most rows a chart of values up to ``peak`` (full height ``scale``) may have and
+    still draw in its top row: ``n`` rows while the top one starts under the peak."""
+    if scale <= 0 or peak <= 0:
+        return 1
+    frac = min(1.0, peak / scale)
+    n = 1
+    while n < most and n / (n + 1) < frac:
+        n += 1
+    return n
+
+
 def _peak(data, kind: str, key, attr: str, axis: Axis) -> float:
     return max((v for v in binned(data, kind, key, attr, axis)[1] if v is not None), default=0.0)
 PROCS_FIRST = 6  # processes listed before the charts grow (the rest, once they have)
@@ -666,13 +678,19 @@ def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_car
         ids = tuple(c["card"] for c in cards)
         sm_ids = tuple(("sm", c) for c in ids if _reports(data, c, "sm_active", axis))
         pw_ids = tuple(("pw", c) for c in ids if _reports(data, c, "power_w", axis))
-        # A process that never used a third of a core would draw its taller rows blank.
-        cpu_ids = tuple(("cpu", p) for p in alive if _peak(data, "proc", p, "cpu", axis) >= 0.3)
+        cpu_most: dict[Hashable, int] = {("cpu", p): rows_below(_peak(data, "proc", p, "cpu", axis), 1.0) - 1
+                                         for p in alive}
+        cpu_ids = tuple(k for k, n in cpu_most.items() if n > 0)
         extra, _ = share_rows(spare, [
             Group(ids, 1), Group(() if details else tuple(("details", c) for c in ids), 1),
             Group(ids, UTIL_ROWS_FIRST - 1), Group(("procs",), len(alive) - first, even=False),
             Group(ids, UTIL_ROWS_MAX - 1), Group(sm_ids, 3), Group(pw_ids, 2),
-            Group(cpu_ids, 2, even=False), Group(sm_ids, 4), Group(pw_ids, 4), Group(cpu_ids, 5, even=False)])
+            Group(cpu_ids, 2, even=False, most=cpu_most), Group(sm_ids, 4), Group(pw_ids, 4),
+            Group(cpu_ids, 5, even=False, most=cpu_most),
+            # What is still left (a card or two, few processes, a tall window): the
+            # utilization first, then whichever charts can use it.
+            Group(ids, 2 * UTIL_ROWS_MAX - 1), Group(pw_ids + sm_ids, UTIL_ROWS_MAX - 1, even=False),
+            Group(cpu_ids, 2 * UTIL_ROWS_MAX - 1, even=False, most=cpu_most)])
         layouts = {c: CardLayout(1 + extra.get(c, 0), extra.get(("sm", c), 0), extra.get(("pw", c), 0),
                                  details or bool(extra.get(("details", c)))) for c in ids}
         cpu_rows = {p: 1 + extra.get(("cpu", p), 0) for p in alive}
@@ -929,24 +947,34 @@ def worker_screen_lines(data, axis: Axis, cols: Columns, height: int | None = No
         io = "none" if all(v is None for v in rd) and all(v is None for v in wr) else "some"
         blocks.append((pid, last, head, cpu_line, state, doing_line, io, rd, wr))
 
+    # A tall CPU chart's top is the process's peak rounded up to a quarter core (its second
+    # row says so), so a process that never uses a whole core still fills its chart.
+    cpu_top = {b[0]: max(0.25, math.ceil(_peak(data, "proc", b[0], "cpu", axis) * 4) / 4) for b in blocks}
     extra: dict[Any, int] = {}
     if height is not None:
         least = 1 + 1 + sum(3 + (d is not None) + (1 if io == "none" else 2) for *_, d, io, _, _ in blocks)
-        cpu_ids = tuple(("cpu", b[0]) for b in blocks if _peak(data, "proc", b[0], "cpu", axis) >= 0.3)
-        rd_ids = tuple(("rd", b[0]) for b in blocks if b[6] != "none" and max((v or 0) for v in b[7]) > 0)
-        wr_ids = tuple(("wr", b[0]) for b in blocks if b[6] != "none" and max((v or 0) for v in b[8]) > 0)
+        most: dict[Any, int] = {}
+        for b in blocks:
+            most[("cpu", b[0])] = rows_below(_peak(data, "proc", b[0], "cpu", axis), cpu_top[b[0]]) - 1
+            if b[6] != "none":
+                most[("rd", b[0])] = rows_below(max((v or 0) for v in b[7]), io_max) - 1
+                most[("wr", b[0])] = rows_below(max((v or 0) for v in b[8]), io_max) - 1
+        cpu_ids = tuple(k for k, n in most.items() if k[0] == "cpu" and n > 0)
+        io_ids = tuple(k for k, n in most.items() if k[0] != "cpu" and n > 0)
         extra, _ = share_rows(height - least, [
-            Group(cpu_ids, 3, even=False), Group(rd_ids + wr_ids, 2, even=False),
-            Group(cpu_ids, 7, even=False), Group(rd_ids + wr_ids, 5, even=False)])
+            Group(cpu_ids, 3, even=False, most=most), Group(io_ids, 2, even=False, most=most),
+            Group(cpu_ids, 7, even=False, most=most), Group(io_ids, 5, even=False, most=most),
+            Group(cpu_ids + io_ids, 63, even=False, most=most)])
 
     for pid, last, head, cpu_line, state, doing_line, io, rd, wr in blocks:
         lines.append(head)
         n = 1 + extra.get(("cpu", pid), 0)
         if n > 1:
             _, cpu, _ = binned(data, "proc", pid, "cpu", axis)
-            rows = chart(cpu, 1.0, n, cpu_style)
+            rows = chart(cpu, cpu_top[pid], n, cpu_style)
             lines.append(Line(label=cpu_line.label, body=rows[0], value=cpu_line.value))
-            lines += [Line(body=r) for r in rows[1:]]
+            lines.append(Line(label=text(f"  top {cpu_top[pid]:g} core", "dim"), body=rows[1]))
+            lines += [Line(body=r) for r in rows[2:]]
         else:
             lines.append(cpu_line)
         lines.append(state)

@@ -167,3 +167,12 @@ async def test_a_live_view_moves_in_steps_so_the_charts_do_not_repaint_every_tic
         await settle(pilot)
         assert app.view_end() == 90.0 + LIVE_STEP_S
         assert any(a is not b for a, b in zip(strips, chart._strips))
+
+
+def test_a_chart_grows_only_as_tall_as_its_values_reach() -> None:
+    from sattui.view.lines import rows_below
+
+    assert rows_below(0.3, 1.0) == 1 and rows_below(0.5, 1.0) == 1  # a second row would stay empty
+    assert rows_below(0.7, 1.0) == 3 and rows_below(0.9, 1.0) == 9
+    extra, left = share_rows(10, [Group(("a", "b"), 9, even=False, most={"a": 2})])
+    assert extra == {"a": 2, "b": 8} and left == 0
