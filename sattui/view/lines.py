@@ -947,9 +947,10 @@ def worker_screen_lines(data, axis: Axis, cols: Columns, height: int | None = No
         io = "none" if all(v is None for v in rd) and all(v is None for v in wr) else "some"
         blocks.append((pid, last, head, cpu_line, state, doing_line, io, rd, wr))
 
-    # A tall CPU chart's top is the process's peak rounded up to a quarter core (its second
+    # A tall CPU chart's top is the process's peak (to a hundredth of a core; its second
     # row says so), so a process that never uses a whole core still fills its chart.
-    cpu_top = {b[0]: max(0.25, math.ceil(_peak(data, "proc", b[0], "cpu", axis) * 4) / 4) for b in blocks}
+    cpu_top = {b[0]: max(0.05, math.ceil(_peak(data, "proc", b[0], "cpu", axis) * 100 - 1e-9) / 100)
+               for b in blocks}
     extra: dict[Any, int] = {}
     if height is not None:
         least = 1 + 1 + sum(3 + (d is not None) + (1 if io == "none" else 2) for *_, d, io, _, _ in blocks)
