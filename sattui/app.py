@@ -11,6 +11,7 @@ once for the visible screen.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 ZOOMS_S = (30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0)
 DEFAULT_WINDOW_S = 60.0
 DEFAULT_REDRAW_HZ = 2.0
+LIVE_STEP_S = 2.0  # a live view's end moves in steps of this (see view_end)
 
 
 class SessionUpdated(Message):
@@ -146,7 +148,14 @@ class SattuiApp(App[int]):
     def view_end(self) -> float:
         if self.live and self.paused_at is not None:
             return self.paused_at
-        return float(self.session.now())
+        now = float(self.session.now())
+        if self.live:
+            # The view's end moves in steps: every step scrolls each strip and so rewrites
+            # every row of the screen (Textual writes a changed row whole), which at 2 Hz
+            # was 19 KiB/s at 200×50 (bench/terminal_bytes.py). Samples arrive about once
+            # a second and py-spy's every two; a step of this is no later than they are.
+            return math.floor(now / LIVE_STEP_S) * LIVE_STEP_S
+        return now
 
     def view_state(self) -> ViewState:
         return ViewState(window_s=self.window_s, paused=self.live and self.paused_at is not None,

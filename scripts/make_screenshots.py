@@ -1,4 +1,4 @@
-"""Regenerates screenshots/: an SVG and a PNG of every screen, at 80×24 and 160×48
+"""Regenerates screenshots/: an SVG and a PNG of every screen, at 80×24 and 200×50
 (and the main screen under NO_COLOR at 80×24), and the main and stacks screens of an
 8-rank job (``ranks-``; the stacks screen with rank 5 picked).
 
@@ -41,7 +41,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "recordings" / "ui_fixture.jsonl"
 # drawn at its end: the "ranks-" screens.
 RANKS_FIXTURE = FIXTURE.with_name("ranks_fixture.jsonl")
 RANKS_CURSOR = 75.0
-SIZES = ((80, 24), (160, 48))
+SIZES = ((80, 24), (200, 50))
 # screen name -> keys pressed from the main screen
 SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"],
            "main-nocolor": [], "ranks-main": [], "ranks-stacks": ["r", "r", "r", "r", "r", "r", "s"]}

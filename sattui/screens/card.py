@@ -3,6 +3,7 @@ decoded, the processes on it, and the trainer's state strip beneath on the same 
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from rich.text import Text
@@ -53,13 +54,23 @@ class DipList(OptionList):
                         tooltip="move the view to the highlighted dip (↑ ↓ pick one)")]
 
 
-def dip_row(d: Dip, t_end: float, live: bool, width: int) -> Text:
+def dip_row(d: Dip, t_end: float, live: bool, width: int, whole: bool = False) -> Text:
     """``  1:02  2.4s  min 3%  data wait; both workers at 99 % CPU``: when (replay time, or
-    how long before the view's end live), how long, how low, and why."""
+    how long before the view's end live), how long, how low, and why. The why is cut at a
+    word where the row has no room for it; ``whole`` (the highlighted row) wraps it under
+    itself instead, so the cause of the dip picked reads in full at 80 columns."""
     when = f"-{fmt.duration(t_end - d.t0)}" if live else fmt.clock(d.t0)
     head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct(d.util_min, 3)}  "
+    room = max(10, width - len(head) - 2)
+    style = "dim" if d.cause == PENDING else ""
     out = Text(head, no_wrap=True, overflow="ellipsis", end="")
-    out.append(fit(d.detail, max(10, width - len(head) - 2)), "dim" if d.cause == PENDING else "")
+    if not whole:
+        out.append(fit(d.detail, room), style)
+        return out
+    lines = textwrap.wrap(clean(d.detail), room) or [""]
+    out.append(lines[0], style)
+    for line in lines[1:]:
+        out.append("\n" + " " * len(head) + line, style)
     return out
 
 
@@ -80,6 +91,8 @@ class CardScreen(SubScreen):
         self._title: str | None = None
         self._dips: list[Dip] = []
         self._dip_rows: Any = None
+        self._dip_view: tuple[float, bool, int] | None = None  # what the rows were drawn for
+        self._whole: int | None = None  # the row drawn whole (the highlighted one)
         self.marked: tuple[float, float] | None = None  # the dip the view was moved to
 
     def compose(self) -> ComposeResult:
@@ -122,7 +135,7 @@ class CardScreen(SubScreen):
 
     def _show_dips(self, data: ViewData) -> int:
         """Fill the dips list (only when it changed, keeping the highlighted dip); returns
-        how many there are."""
+        the lines it takes."""
         dips = recent_dips(data, self.card)
         width = self.size.width or self.app.size.width
         rows = tuple((d.t0, d.t1, d.cause, d.detail) for d in dips)
@@ -134,12 +147,37 @@ class CardScreen(SubScreen):
             keep = self._dips[old].t0 if old is not None and old < len(self._dips) else None
             self._dips = dips
             if dips:
-                lst.set_options([Option(dip_row(d, data.t_end, data.live, width)) for d in dips])
                 at = next((i for i, d in enumerate(dips) if d.t0 == keep), 0)
+                self._dip_view = (data.t_end, data.live, width)
+                self._whole = at
+                lst.set_options([Option(dip_row(d, data.t_end, data.live, width, whole=i == at))
+                                 for i, d in enumerate(dips)])
                 lst.highlighted = at
             else:
+                self._whole = None
                 lst.set_options([Option(Text(f" none in the last {fmt.window(DIP_SPAN_S)}"), disabled=True)])
-        return len(dips)
+        return len(dips) + self._whole_extra
+
+    @property
+    def _whole_extra(self) -> int:
+        """Lines the highlighted dip's wrapped cause adds to the list."""
+        i = self._whole
+        if i is None or self._dip_view is None or not 0 <= i < len(self._dips):
+            return 0
+        t_end, live, width = self._dip_view
+        return dip_row(self._dips[i], t_end, live, width, whole=True).plain.count("\n")
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """The highlighted dip's cause reads whole (wrapped); the one left goes back to a line."""
+        i, old = event.option_index, self._whole
+        if i == old or self._dip_view is None or not 0 <= i < len(self._dips):
+            return
+        lst = self.query_one(DipList)
+        t_end, live, width = self._dip_view
+        if old is not None and 0 <= old < len(self._dips):
+            lst.replace_option_prompt_at_index(old, dip_row(self._dips[old], t_end, live, width))
+        lst.replace_option_prompt_at_index(i, dip_row(self._dips[i], t_end, live, width, whole=True))
+        self._whole = i
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         i = event.option_index

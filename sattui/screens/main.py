@@ -50,9 +50,10 @@ class MainScreen(SattuiScreen):
             self.selected = self._cards[0] if self._cards else None
         header_h = header.line_count
         room = (self.size.height or self.app.size.height) - header_h - 1 - 1 - ADVICE_MIN_LINES
-        lines = main_lines(data, axis, cols, room, self.selected if len(self._cards) > 1 else None)
+        advice = self.query_one(AdvicePanel)
+        lines = main_lines(data, axis, cols, room, self.selected if len(self._cards) > 1 else None,
+                           advice_want=advice.show(data) - ADVICE_MIN_LINES)
         chart.set_lines(lines[: max(1, room)])
-        self.query_one(AdvicePanel).show(data)
 
     def action_select(self, step: int) -> None:
         if not self._cards:

@@ -37,4 +37,6 @@ class WorkersScreen(SubScreen):
         chart = self.query_one(TimeChart)
         cols = chart.columns
         axis = Axis.make(data.t_end, data.window_s, cols.body)
-        chart.set_lines(worker_screen_lines(data, axis, cols))
+        # The rows under the header, the title and the footer are the charts'.
+        height = (self.size.height or self.app.size.height) - self.query_one(StatusHeader).line_count - 2
+        chart.set_lines(worker_screen_lines(data, axis, cols, height))

@@ -16,6 +16,8 @@ Glyphs:
   (50 %) is drawn dotted (``⡀⣀⣄⣤⣦⣶⣷⣿``, the same eight heights) in the "bad" colour, so a
   dip shorter than a bucket is never averaged away, with colour or without (``NO_COLOR``).
 * CPU, memory, power, temperature, clocks and PCIe draw each bucket's **mean**.
+* Screens lay their charts out at their least height, then share the rows the window has
+  left among them (:mod:`sattui.view.grow`).
 * The main thread's state strip draws one **letter per bucket** (``W`` data_wait,
   ``f`` forward …, :class:`sattui.states.State`) on the state's colour, so the strip reads the
   same without colour (``NO_COLOR``) or with 16 colours.
@@ -25,7 +27,7 @@ Glyphs:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,7 @@ from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 from sattui.view.dips import DIP_UTIL
+from sattui.view.grow import Group, share_rows
 
 Run = tuple[str, str]
 Runs = tuple[Run, ...]
@@ -70,7 +73,9 @@ class Columns:
 def columns_for(width: int) -> Columns:
     """Column widths for a chart ``width`` cells wide; every screen uses this one rule so
     every strip on every screen starts at the same column."""
-    if width >= 120:
+    if width >= 180:
+        label, value = 26, 34  # room for a card's whole name ("0 SIMULATED Simulated GPU")
+    elif width >= 120:
         label, value = 18, 34
     elif width >= 60:
         label, value = 14, 22
@@ -129,7 +134,7 @@ def chart(values: Sequence[float | None], scale: float, height: int,
     for k, v in enumerate(values):
         if v is None:
             for r in rows:
-                r.append((" ", "nodata"))
+                r.append((" ", ""))
             continue
         lv = max(1, min(levels, math.ceil(v / scale * levels))) if scale > 0 else 1
         dip = dipped is not None and dipped[k]
@@ -137,7 +142,9 @@ def chart(values: Sequence[float | None], scale: float, height: int,
         st = "bad" if dip else style if isinstance(style, str) else style(v)
         for i in range(height):
             fill = lv - 8 * (height - 1 - i)
-            rows[i].append(((" " if fill <= 0 else glyphs[min(8, fill) - 1]), st))
+            # An empty cell takes no style of its own: the spaces above a bar merge into
+            # one run (one colour change fewer per bucket on the terminal).
+            rows[i].append((" ", "") if fill <= 0 else (glyphs[min(8, fill) - 1], st))
     return [merge(r) for r in rows]
 
 
@@ -187,8 +194,18 @@ def text(s: str, style: str = "") -> Runs:
 
 def fit(s: str, width: int) -> str:
     """Cut ``s`` to ``width`` cells with an ellipsis (labels and command lines), its
-    control characters escaped first (names come from other users: sattui/textsafe.py)."""
-    return clean(s, max(1, width))
+    control characters escaped first (names come from other users: sattui/textsafe.py).
+    The cut falls at a word boundary where one is near the end (in the last third), so a
+    word is not shown in half; a long single word is cut where it must be."""
+    width = max(1, width)
+    s = clean(s)
+    if len(s) <= width:
+        return s
+    cut = clean(s, width)[:-1]  # never inside an escape
+    space = cut.rfind(" ")
+    if space >= max(1, width * 2 // 3) and s[space] == " ":
+        cut = cut[:space]
+    return cut.rstrip(" ,;:·(") + "…"
 
 
 def bar(frac: float | None, width: int) -> Runs:
@@ -449,16 +466,13 @@ class CardLayout:
     """How much room a card gets on the main screen."""
 
     util_rows: int = 1   # height of the utilization chart
-    sm_row: bool = False  # a strip of SM activity under it (where the card reports it)
+    sm_rows: int = 0     # height of the SM activity chart under it (0: none)
+    power_rows: int = 0  # height of the power chart under that (0: none)
     details: bool = True  # the memory / power / temperature / PCIe line
 
     @property
     def lines(self) -> int:
-        return self.util_rows + int(self.sm_row) + int(self.details)
-
-
-CARD_LAYOUTS = (CardLayout(3, True, True), CardLayout(2, True, True), CardLayout(1, False, True),
-                CardLayout(1, False, False))
+        return self.util_rows + self.sm_rows + self.power_rows + int(self.details)
 
 
 def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, selected: bool) -> list[Line]:
@@ -491,10 +505,20 @@ def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, 
     for i, r in enumerate(rows[1:], 1):
         lab = text("  util (mean)", "dim") if i == 1 else ()
         lines.append(Line(label=lab, body=r, key=key))
-    if layout.sm_row:
+    if layout.sm_rows:
         sm_mins, sm_means, _ = binned(data, "card", c, "sm_active", axis)
         if any(v is not None for v in sm_mins):
-            lines.append(Line(label=text("  SM active", "dim"), body=util_spark(sm_mins, sm_means), key=key))
+            sm_rows = chart(sm_means, 100.0, layout.sm_rows, band, dips_in(sm_mins)) if layout.sm_rows > 1 else \
+                [util_spark(sm_mins, sm_means)]
+            lines += [Line(label=text("  SM active", "dim") if i == 0 else (), body=r, key=key)
+                      for i, r in enumerate(sm_rows)]
+    if layout.power_rows:
+        _, pw_means, _ = binned(data, "card", c, "power_w", axis)
+        limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
+        if any(v is not None for v in pw_means):
+            scale = limit or max(v for v in pw_means if v is not None) or 1.0
+            lines += [Line(label=text("  power", "dim") if i == 0 else (), body=r, key=key)
+                      for i, r in enumerate(chart(pw_means, scale, layout.power_rows, "bar"))]
     if layout.details:
         lines.append(Line(full=card_details(data, info, last, cols), key=key))
     return lines
@@ -557,7 +581,10 @@ def cpu_style(v: float) -> str:
     return "cpu-hot" if v >= 0.9 else "cpu"
 
 
-def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None) -> list[Line]:
+def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None,
+               cpu_rows: dict[int, int] | None = None) -> list[Line]:
+    """The process list: a head, then each process alive with its CPU chart (one row, or
+    ``cpu_rows[pid]`` rows where the screen has room). ``limit``: lines after the head."""
     procs = data.proc_index(axis.t0 - LOOKBACK_S)
     head_val = PROC_HEAD + (f"{'write':>8}" if cols.value >= 30 else "")
     lines = [Line(label=text("process", "head"), body=text(fit("CPU (cores, mean per bucket; █ = 1 core)", cols.body),
@@ -572,12 +599,17 @@ def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None) -> lis
     # lists the ones alive (the workers screen has them all).
     alive = [(pid, last) for pid, last in procs if not data.proc_gone(last)]
     gone = len(procs) - len(alive)
+    rows_of = cpu_rows or {}
     room = None if limit is None else limit - (1 if gone else 0)
     shown = alive if room is None or len(alive) <= room else alive[: max(0, room - 1)]
     for pid, last in shown:
         _, means, _ = binned(data, "proc", pid, "cpu", axis)
+        n = rows_of.get(pid, 1)
+        rows = chart(means, 1.0, n, cpu_style) if n > 1 else [spark(means, 1.0, cpu_style)]
+        key = f"proc:{pid}"
         lines.append(Line(label=text(fit(proc_label(last), cols.label), "label"),
-                          body=spark(means, 1.0, cpu_style), value=proc_value(data, last, cols), key=f"proc:{pid}"))
+                          body=rows[0], value=proc_value(data, last, cols), key=key))
+        lines += [Line(body=r, key=key) for r in rows[1:]]
     if len(shown) < len(alive):
         lines.append(Line(label=text(f"+{len(alive) - len(shown)} more", "dim"), body=text("w: all processes", "dim")))
     if gone:
@@ -586,50 +618,104 @@ def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None) -> lis
     return lines
 
 
-def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_card: int | None) -> list[Line]:
+PROCS_MIN = 2  # the process list's head and one line
+
+
+def _reports(data, card: int, attr: str, axis: Axis) -> bool:
+    """Does the card report ``attr`` in this window (a chart of it would not be blank)?"""
+    return any(v is not None for v in binned(data, "card", card, attr, axis)[1])
+
+
+def rows_below(peak: float, scale: float, most: int = 64) -> int:
+    """The most rows a chart of values up to ``peak`` (full height ``scale``) may have and
+    still draw in its top row: ``n`` rows while the top one starts under the peak."""
+    if scale <= 0 or peak <= 0:
+        return 1
+    frac = min(1.0, peak / scale)
+    n = 1
+    while n < most and n / (n + 1) < frac:
+        n += 1
+    return n
+
+
+def _peak(data, kind: str, key, attr: str, axis: Axis) -> float:
+    return max((v for v in binned(data, kind, key, attr, axis)[1] if v is not None), default=0.0)
+PROCS_FIRST = 6  # processes listed before the charts grow (the rest, once they have)
+UTIL_ROWS_FIRST = 4  # a card's utilization chart grows to this before more processes are listed
+UTIL_ROWS_MAX = 8
+
+
+def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_card: int | None,
+               advice_want: int = 0) -> list[Line]:
     """The main screen's chart: cards, the state strip right under them (so a dip and a
     data wait stand one above the other), the time axis, the processes.
 
-    ``height`` is the room there is: with more, each card gets a taller utilization
-    chart and an SM strip (using the room, leaving the advice ``ADVICE_ROOM`` lines);
-    with less, cards go to one line each and the process list is cut.
+    ``height`` is the room there is (None: draw everything at its least height). Every
+    chart is laid out at its least height first (a card one line, with its details line
+    where that fits); the advice then takes up to ``advice_want`` more lines (so every
+    finding reads whole), and what is left goes to the charts (:func:`share_rows`): each
+    card's utilization chart up to :data:`UTIL_ROWS_FIRST` rows, the processes not yet
+    listed, the utilization up to :data:`UTIL_ROWS_MAX`, an SM activity and a power
+    chart per card, then each process's CPU chart.
     """
     cards = data.cards
     procs = data.proc_index(axis.t0 - LOOKBACK_S)
-    alive_n = sum(1 for _, last in procs if not data.proc_gone(last))
-    procs_n = (alive_n or 1) + (1 if alive_n < len(procs) else 0)
+    alive = [pid for pid, last in procs if not data.proc_gone(last)]
+    gone = len(alive) < len(procs)
     state_n = max(1, len(data.stack_pids(axis.t0))) + 1
-    fixed = state_n + 1 + 1 + procs_n
-    layout = CARD_LAYOUTS[2]
+    first = min(len(alive), PROCS_FIRST)
+    fixed = state_n + 1 + 1 + max(1, first) + int(len(alive) > first) + int(gone)
+    layouts = {c["card"]: CardLayout(1, 0, 0, True) for c in cards}
+    cpu_rows: dict[int, int] = {}
+    proc_extra = 0
     if height is not None:
-        for cand in CARD_LAYOUTS:
-            spare = ADVICE_ROOM if cand.util_rows > 1 else 0
-            if len(cards) * cand.lines + fixed + spare <= height:
-                layout = cand
-                break
-        else:
-            layout = CARD_LAYOUTS[-1]
+        # A few cards keep their details line from the start; many get it once each has
+        # a two-row chart (the numbers are on the card screen too).
+        details = len(cards) <= 2 and len(cards) * 2 + fixed <= height
+        card_n = max(1, len(cards) * (1 + int(details)))
+        spare = height - card_n - fixed
+        spare -= min(max(0, spare), advice_want)
+        ids = tuple(c["card"] for c in cards)
+        sm_ids = tuple(("sm", c) for c in ids if _reports(data, c, "sm_active", axis))
+        pw_ids = tuple(("pw", c) for c in ids if _reports(data, c, "power_w", axis))
+        cpu_most: dict[Hashable, int] = {("cpu", p): rows_below(_peak(data, "proc", p, "cpu", axis), 1.0) - 1
+                                         for p in alive}
+        cpu_ids = tuple(k for k, n in cpu_most.items() if n > 0)
+        extra, _ = share_rows(spare, [
+            Group(ids, 1), Group(() if details else tuple(("details", c) for c in ids), 1),
+            Group(ids, UTIL_ROWS_FIRST - 1), Group(("procs",), len(alive) - first, even=False),
+            Group(ids, UTIL_ROWS_MAX - 1), Group(sm_ids, 3), Group(pw_ids, 2),
+            Group(cpu_ids, 2, even=False, most=cpu_most), Group(sm_ids, 4), Group(pw_ids, 4),
+            Group(cpu_ids, 5, even=False, most=cpu_most),
+            # What is still left (a card or two, few processes, a tall window): the
+            # utilization first, then whichever charts can use it.
+            Group(ids, 2 * UTIL_ROWS_MAX - 1), Group(pw_ids + sm_ids, UTIL_ROWS_MAX - 1, even=False),
+            Group(cpu_ids, 2 * UTIL_ROWS_MAX - 1, even=False, most=cpu_most)])
+        layouts = {c: CardLayout(1 + extra.get(c, 0), extra.get(("sm", c), 0), extra.get(("pw", c), 0),
+                                 details or bool(extra.get(("details", c)))) for c in ids}
+        cpu_rows = {p: 1 + extra.get(("cpu", p), 0) for p in alive}
+        proc_extra = extra.get("procs", 0)
     lines: list[Line] = []
     if not cards:
         msg = data.status.backend_message if data.status is not None and data.status.backend_message else None
         lines.append(Line(label=text("cards", "label"),
                           body=text(fit(msg or "no accelerator found", cols.body), "warn")))
     for info in cards:
-        lines += card_lines(data, axis, cols, info, layout, selected_card == info["card"])
+        lines += card_lines(data, axis, cols, info, layouts[info["card"]], selected_card == info["card"])
     # Under the cards, each rank's strip: before the processes (the workers screen lists
     # them all), which keep their head and one line.
     state_room = None if height is None else max(2, height - len(lines) - 1 - PROCS_MIN)
     lines += state_lines(data, axis, cols, room=state_room)
     lines.append(axis_line(axis, cols, data.t_end, data.live))
-    room = None if height is None else max(PROCS_MIN, height - len(lines))
-    lines += proc_lines(data, axis, cols, limit=None if room is None else room - 1)
+    limit = None
+    if height is not None:
+        listed = first + proc_extra
+        grown = sum(n - 1 for n in cpu_rows.values())
+        limit = max(PROCS_MIN, height - len(lines)) - 1 - grown
+        if len(alive) > listed:
+            limit = min(limit, listed + 1 + int(gone))
+    lines += proc_lines(data, axis, cols, limit=limit, cpu_rows=cpu_rows)
     return lines
-
-
-PROCS_MIN = 2  # the process list's head and one line
-
-
-ADVICE_ROOM = 10  # lines a taller card chart must leave for the advice
 
 
 # -- card screen ----------------------------------------------------------------------------
@@ -652,6 +738,9 @@ _GROW = ("util", "util", "sm_active", "power_w", "mem_used", "sm_clock_mhz", "sm
 
 
 def metric_heights(room: int | None, fixed: int) -> dict[str, int]:
+    """Rows per metric chart of the card screen: one each, then one more at a time in
+    :data:`_GROW`'s order, then what is still left shared out (:func:`share_rows`), the
+    utilization first (up to :data:`UTIL_ROWS_MAX`), so the charts fill the window."""
     h = dict.fromkeys(CARD_METRICS, 1)
     spare = 0 if room is None else room - fixed - len(CARD_METRICS)
     for name in _GROW:
@@ -659,6 +748,14 @@ def metric_heights(room: int | None, fixed: int) -> dict[str, int]:
             break
         h[name] += 1
         spare -= 1
+    if spare > 0:
+        extra, _ = share_rows(spare, [
+            Group(("util",), UTIL_ROWS_MAX - h["util"]), Group(("sm_active", "power_w", "mem_used"), 2, even=False),
+            Group(("sm_active", "power_w", "sm_clock_mhz", "temp_c"), 4, even=False),
+            Group(("util", "sm_active", "power_w", "mem_used", "sm_clock_mhz", "temp_c", "pcie_rx_Bps",
+                   "pcie_tx_Bps"), 8, even=False)])
+        for grown, n in extra.items():
+            h[str(grown)] += n
     return h
 
 
@@ -801,7 +898,10 @@ def worker_doing(looks: Sequence[Any], width: int) -> tuple[Runs, Runs] | None:
     return text(fit(body, width), "dim"), text(WORKER_DOING.get(str(last.state), str(last.state)), "value")
 
 
-def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
+def worker_screen_lines(data, axis: Axis, cols: Columns, height: int | None = None) -> list[Line]:
+    """Every process of the trainer's tree: its CPU, kernel state, what its stacks say it
+    does, its I/O. ``height``: the rows there are; what the least layout leaves goes to
+    the processes' CPU charts, then to their read and write charts (:func:`share_rows`)."""
     t0 = axis.t0 - LOOKBACK_S
     procs = [(pid, last) for pid, last in data.proc_index(t0) if data.of_rank(last)]
     lines = [Line(label=text("process", "head"),
@@ -822,6 +922,7 @@ def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
                         top = v
         return top
     io_max = data.cache.get(("io_max", axis, tuple(p for p, _ in procs)), data.quantum(axis), io_scale)
+    blocks: list[tuple[int, Any, Line, Line, Line, Line | None, str, Any, Any]] = []
     for pid, last in procs:
         _, cpu, _ = binned(data, "proc", pid, "cpu", axis)
         _, rd, _ = binned(data, "proc", pid, "read_Bps", axis)
@@ -834,22 +935,60 @@ def worker_screen_lines(data, axis: Axis, cols: Columns) -> list[Line]:
         letters = data.cache.get(("kstate", pid, axis), data.quantum(axis), letters_of)
         gone = data.proc_gone(last)
         name = f"{last.name}" + (f" · {last.threads} threads" if last.threads else "") + (" · gone" if gone else "")
-        lines.append(Line(full=((fit(proc_label(last), cols.label).ljust(cols.label + 1), "selected"),
-                                (fit(name, cols.width - cols.label - 1), "dim"))))
-        lines.append(Line(label=text("  cpu", "dim"), body=spark(cpu, 1.0, cpu_style),
-                          value=text(("gone" if gone else f"{fmt.cores(last.cpu)} cores"), "value")))
-        lines.append(Line(label=text("  state", "dim"), body=kernel_cells(letters),
-                          value=text("gone" if gone else f"{last.state or '?'} "
-                                     f"{KERNEL_STATES.get(last.state or '', '')}".rstrip(), "value")))
+        head = Line(full=((fit(proc_label(last), cols.label).ljust(cols.label + 1), "selected"),
+                          (fit(name, cols.width - cols.label - 1), "dim")))
+        cpu_line = Line(label=text("  cpu", "dim"), body=spark(cpu, 1.0, cpu_style),
+                        value=text(("gone" if gone else f"{fmt.cores(last.cpu)} cores"), "value"))
+        state = Line(label=text("  state", "dim"), body=kernel_cells(letters),
+                     value=text("gone" if gone else f"{last.state or '?'} "
+                                f"{KERNEL_STATES.get(last.state or '', '')}".rstrip(), "value"))
         doing = worker_doing(data.window("worker_stack", pid, t0), cols.body)
-        if doing is not None:
-            lines.append(Line(label=text("  doing", "dim"), body=doing[0], value=doing[1]))
-        if all(v is None for v in rd) and all(v is None for v in wr):
+        doing_line = Line(label=text("  doing", "dim"), body=doing[0], value=doing[1]) if doing is not None else None
+        io = "none" if all(v is None for v in rd) and all(v is None for v in wr) else "some"
+        blocks.append((pid, last, head, cpu_line, state, doing_line, io, rd, wr))
+
+    # A tall CPU chart's top is the process's peak (to a hundredth of a core; its second
+    # row says so), so a process that never uses a whole core still fills its chart.
+    cpu_top = {b[0]: max(0.05, math.ceil(_peak(data, "proc", b[0], "cpu", axis) * 100 - 1e-9) / 100)
+               for b in blocks}
+    extra: dict[Any, int] = {}
+    if height is not None:
+        least = 1 + 1 + sum(3 + (d is not None) + (1 if io == "none" else 2) for *_, d, io, _, _ in blocks)
+        most: dict[Any, int] = {}
+        for b in blocks:
+            most[("cpu", b[0])] = rows_below(_peak(data, "proc", b[0], "cpu", axis), cpu_top[b[0]]) - 1
+            if b[6] != "none":
+                most[("rd", b[0])] = rows_below(max((v or 0) for v in b[7]), io_max) - 1
+                most[("wr", b[0])] = rows_below(max((v or 0) for v in b[8]), io_max) - 1
+        cpu_ids = tuple(k for k, n in most.items() if k[0] == "cpu" and n > 0)
+        io_ids = tuple(k for k, n in most.items() if k[0] != "cpu" and n > 0)
+        extra, _ = share_rows(height - least, [
+            Group(cpu_ids, 3, even=False, most=most), Group(io_ids, 2, even=False, most=most),
+            Group(cpu_ids, 7, even=False, most=most), Group(io_ids, 5, even=False, most=most),
+            Group(cpu_ids + io_ids, 63, even=False, most=most)])
+
+    for pid, last, head, cpu_line, state, doing_line, io, rd, wr in blocks:
+        lines.append(head)
+        n = 1 + extra.get(("cpu", pid), 0)
+        if n > 1:
+            _, cpu, _ = binned(data, "proc", pid, "cpu", axis)
+            rows = chart(cpu, cpu_top[pid], n, cpu_style)
+            lines.append(Line(label=cpu_line.label, body=rows[0], value=cpu_line.value))
+            lines.append(Line(label=text(f"  top {cpu_top[pid]:g} core", "dim"), body=rows[1]))
+            lines += [Line(body=r) for r in rows[2:]]
+        else:
+            lines.append(cpu_line)
+        lines.append(state)
+        if doing_line is not None:
+            lines.append(doing_line)
+        if io == "none":
             lines.append(Line(label=text("  I/O", "dim"), body=text("n/a (no /proc/PID/io for this one)", "nodata")))
             continue
-        lines.append(Line(label=text("  read", "dim"), body=spark(rd, io_max, "io", zero_dim=True),
-                          value=text(f"{fmt.rate(last.read_Bps)}  rss {fmt.size(last.rss)}", "value")))
-        lines.append(Line(label=text("  write", "dim"), body=spark(wr, io_max, "io", zero_dim=True),
-                          value=text(fmt.rate(last.write_Bps), "value")))
+        for tag, vals, lab, val in (("rd", rd, "  read", f"{fmt.rate(last.read_Bps)}  rss {fmt.size(last.rss)}"),
+                                    ("wr", wr, "  write", fmt.rate(last.write_Bps))):
+            n = 1 + extra.get((tag, pid), 0)
+            rows = chart(vals, io_max, n, "io") if n > 1 else [spark(vals, io_max, "io", zero_dim=True)]
+            lines.append(Line(label=text(lab, "dim"), body=rows[0], value=text(val, "value")))
+            lines += [Line(body=r) for r in rows[1:]]
     lines.append(axis_line(axis, cols, data.t_end, data.live, label=f"I/O █ = {fmt.rate(io_max)}"))
     return lines

@@ -61,14 +61,20 @@ class AdvicePanel(VerticalScroll, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._key: Any = None
+        self._lines = 1
 
     def compose(self):
         yield Static(id="advice-text")
 
-    def show(self, data: ViewData) -> None:
+    def show(self, data: ViewData) -> int:
+        """Draw the findings (only when they changed); returns the lines they take, so the
+        screen can give the advice room for all of them before its charts grow."""
         findings = data.findings
         width = max(20, (self.size.width or self.app.size.width) - 2)
         key = (repr(findings), width)
         if key != self._key:
             self._key = key
-            self.query_one("#advice-text", Static).update(advice_text(findings, width))
+            body = advice_text(findings, width)
+            self._lines = body.plain.count("\n") + 1
+            self.query_one("#advice-text", Static).update(body)
+        return self._lines

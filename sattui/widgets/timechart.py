@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from rich.segment import Segment
 from rich.style import Style
 from textual.events import Click
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -117,9 +117,18 @@ class TimeChart(Widget):
         if lines == self._lines and len(self._strips) == len(lines) and self._strips and \
                 self._strips[0].cell_length == width:
             return
+        old = self._strips
         self._lines = lines
         self._rebuild(width)
-        self.refresh(layout=len(lines) != old_n)
+        if len(lines) != old_n or len(old) != len(self._strips) or not self.is_mounted:
+            self.refresh(layout=len(lines) != old_n)
+            return
+        # Only the rows that changed go to the terminal (Textual writes a widget's dirty
+        # rows whole): a sample that only moves a value leaves the chart's other rows be,
+        # where a whole-widget refresh rewrote every row of a 50-row screen.
+        dirty = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, self._strips)) if a is not b]
+        if dirty:
+            self.refresh(*dirty)
 
     def _rebuild(self, width: int) -> None:
         cols = columns_for(width)
@@ -145,7 +154,9 @@ class TimeChart(Widget):
             segs = [*fit_runs(line.label, cols.label, st, base), gap,
                     *fit_runs(line.body, cols.body, st, base), gap,
                     *fit_runs(line.value, cols.width - cols.label - cols.body - 2, st, base)]
-        return Strip(segs, cols.width)
+        # One Segment per run of one style (the gaps, pads and blank sky merged): each
+        # Segment costs a colour change on the terminal.
+        return Strip(segs, cols.width).simplify()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
