@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 CHILD = textwrap.dedent("""
     import asyncio, json, sys, threading, time
     from sattui.cluster.view import ClusterPoller
-    from sattui.screens.cluster import ClusterApp
+    from sattui.cluster_app import ClusterApp
     from sattui.screens.main import MainScreen
     from sattui.widgets.timechart import TimeChart
 

@@ -15,7 +15,7 @@ import sattui.screens.cluster as cluster_screen
 from sattui.app import SattuiApp
 from sattui.cluster.source import CardData, HostData, JobData, RankData
 from sattui.cluster.view import ClusterPoller, Snapshot
-from sattui.screens.cluster import ClusterApp
+from sattui.cluster_app import ClusterApp
 from tests.functional.conftest import REPO, SNAPSHOTS, assert_snapshot, drawn_screenshot, replay
 
 SCREENS = {"main": [], "card": ["enter"], "workers": ["w"], "stacks": ["s"], "help": ["question_mark"]}
