@@ -2,6 +2,7 @@
 
     python bench/sampler_cost.py            # full grid, ~9 minutes on 2 cores
     python bench/sampler_cost.py --quick    # default rate/chunk only, ~2 minutes
+    python bench/sampler_cost.py --vs-top   # sattui record against py-spy top --idle, ~4 minutes
 
 For each target (the example trainer ``python -m sattui.demo.trainer --scenario
 input_bound`` as is (~4 threads) and with ``--extra-threads 56`` (~60 threads)), rate and
@@ -16,6 +17,14 @@ chunk length, it runs sattui's StackSampler for a window and prints:
 
 Then timestamp accuracy on a probe process whose main thread switches between two
 functions at times it logs itself: the error of each switch as seen in the samples.
+
+``--vs-top`` (issue 25): the whole of ``sattui record --pid P`` (itself and the py-spy
+runs it starts) against ``py-spy top --idle --nonblocking`` alone at the same rate, on the
+same trainer (the compute-bound example, ``--top-threads`` threads in all and a small
+one), in alternating runs of ``--window`` seconds; CPU of each from /proc (this
+process's reaped children: the runs and their own reaped children), in cores, and the
+ratio and difference of the medians. Target: ratio ≤ 1.5 on the big trainer, difference
+≤ 0.015 cores on the small one.
 
 Other processes on the machine add noise: the load average is printed with the figures.
 """
@@ -244,6 +253,59 @@ def _probe(rate: int, chunk: float, seconds: float) -> dict[str, float]:
             "expected_mean_ms": 1000 / rate}
 
 
+def _run_cpu(cmd: list[str], seconds: float) -> float:
+    """Cores used by ``cmd`` (and the children it reaps) over the ``seconds`` it runs;
+    SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself)."""
+    cpu0, t0 = children_cpu(), time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return (children_cpu() - cpu0) / (time.monotonic() - t0)
+
+
+def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, warmup: float) -> None:
+    """sattui record against py-spy top --idle, alternating on one trainer."""
+    extra = max(0, threads - 2)  # the example has 2 threads of its own (main and one of torch)
+    cmd = [sys.executable, "-m", "sattui.demo.trainer", "--scenario", "compute_bound",
+           "--seconds", str(warmup + rounds * 2 * (window + 4) + 30), "--extra-threads", str(extra)]
+    tr = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          cwd=Path(__file__).resolve().parents[1])
+    tmp = tempfile.mkdtemp(prefix="sattui-vs-top-")
+    top_cores: list[float] = []
+    rec_cores: list[float] = []
+    try:
+        time.sleep(warmup)
+        n = thread_count(tr.pid)
+        top = [py_spy, "top", "--pid", str(tr.pid), "--idle", "--nonblocking", "--rate", str(rate)]
+        for i in range(rounds):
+            out = os.path.join(tmp, f"rec{i}.jsonl")
+            rec = [sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "--rate", str(rate),
+                   "--duration", str(window), "-o", out]
+            # alternate which goes first: a drift of the machine's load favours neither
+            pair = [("top", top), ("rec", rec)] if i % 2 == 0 else [("rec", rec), ("top", top)]
+            for name, c in pair:
+                (top_cores if name == "top" else rec_cores).append(_run_cpu(c, window + (0 if name == "top" else 30)))
+                time.sleep(1.0)
+            os.remove(out)
+    finally:
+        tr.kill()
+        tr.wait()
+        for f in os.listdir(tmp):
+            os.remove(os.path.join(tmp, f))
+        os.rmdir(tmp)
+    mt, mr = statistics.median(top_cores), statistics.median(rec_cores)
+    print(f"| {n} | {rate} | {window:g} | {rounds} | {mt:.3f} | {mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
+          f"{' '.join(f'{x:.3f}' for x in top_cores)} / {' '.join(f'{x:.3f}' for x in rec_cores)} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="10,20,50")
@@ -256,6 +318,10 @@ def main() -> int:
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--accuracy-only", action="store_true")
     ap.add_argument("--quick", action="store_true", help="default rate and chunk only")
+    ap.add_argument("--vs-top", action="store_true",
+                    help="sattui record (all of it) against py-spy top --idle at the same rate")
+    ap.add_argument("--top-threads", default="112,2", help="with --vs-top: the trainers' thread counts")
+    ap.add_argument("--rounds", type=int, default=3, help="with --vs-top: alternating runs of each")
     args = ap.parse_args()
     rates = [int(x) for x in args.rates.split(",")]
     chunks = [float(x) for x in args.chunks.split(",")]
@@ -276,6 +342,17 @@ def main() -> int:
           f"Python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    if args.vs_top:
+        window = args.window if args.window != 15.0 else 20.0
+        print(f"# sattui record (itself + its py-spy runs) against py-spy top --idle --nonblocking, "
+              f"alternating runs of {window:g} s; CPU from /proc, reaped children included")
+        print("\n| threads | rate Hz | run s | runs each | py-spy top (cores, median) | sattui record "
+              "(cores, median) | ratio | difference | each run: top / record |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for n in (int(x) for x in args.top_threads.split(",")):
+            vs_top(py_spy, n, int(DEFAULT_RATE_HZ), window, args.rounds, args.warmup)
+        print(f"\n# load average at end {os.getloadavg()[0]:.2f}")
+        return 0
     print(f"# defaults: {DEFAULT_RATE_HZ:g} Hz, {DEFAULT_CHUNK_S:g} s chunks; window {args.window:g} s each")
     print()
     print(HEADER)
