@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import platform
 import resource
@@ -45,8 +46,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _pty import open_terminal  # noqa: E402
 
 from sattui.model import StackChunk  # noqa: E402
 from sattui.trainer.stacks import (  # noqa: E402
@@ -253,22 +258,50 @@ def _probe(rate: int, chunk: float, seconds: float) -> dict[str, float]:
             "expected_mean_ms": 1000 / rate}
 
 
-def _run_cpu(cmd: list[str], seconds: float) -> float:
+def _run_cpu(cmd: list[str], seconds: float, tty: bool) -> float:
     """Cores used by ``cmd`` (and the children it reaps) over the ``seconds`` it runs;
-    SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself)."""
+    SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself).
+    ``tty``: in an 80x24 pty, as a user runs ``py-spy top`` (without a terminal it
+    behaves differently: here it exited early or spun at up to half a core)."""
+    master = slave = None
+    if tty:
+        master, slave = open_terminal(80, 24)
+        io: dict[str, Any] = {"stdin": slave, "stdout": slave, "stderr": slave}
+    else:
+        io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     cpu0, t0 = children_cpu(), time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], **io)
+    if slave is not None:
+        os.close(slave)
     try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(2)
+        if tty:
+            time.sleep(seconds)
+        else:
+            proc.wait(timeout=seconds)
+        if proc.poll() is None:
+            proc.send_signal(2)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    except subprocess.TimeoutExpired:
+        proc.send_signal(2)
+        proc.wait()
+    finally:
+        if master is not None:
+            os.close(master)
     return (children_cpu() - cpu0) / (time.monotonic() - t0)
+
+
+def _stack_rates(path: str) -> list[float]:
+    """The py-spy rate of each stacks chunk of a recording (the CPU budget may lower it)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if '"kind":"stacks"' in line.replace(" ", ""):
+                out.append(float(json.loads(line)["rate_hz"]))
+    return out
 
 
 def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, warmup: float) -> None:
@@ -281,20 +314,29 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
     tmp = tempfile.mkdtemp(prefix="sattui-vs-top-")
     top_cores: list[float] = []
     rec_cores: list[float] = []
+    rates: list[float] = []  # sattui's py-spy rate, chunk by chunk
+    top_rates: list[int] = []
     try:
         time.sleep(warmup)
         n = thread_count(tr.pid)
-        top = [py_spy, "top", "--pid", str(tr.pid), "--idle", "--nonblocking", "--rate", str(rate)]
         for i in range(rounds):
             out = os.path.join(tmp, f"rec{i}.jsonl")
             rec = [sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "--rate", str(rate),
                    "--duration", str(window), "-o", out]
-            # alternate which goes first: a drift of the machine's load favours neither
-            pair = [("top", top), ("rec", rec)] if i % 2 == 0 else [("rec", rec), ("top", top)]
-            for name, c in pair:
-                (top_cores if name == "top" else rec_cores).append(_run_cpu(c, window + (0 if name == "top" else 30)))
+            # Alternate which goes first (a drift of the machine's load favours neither);
+            # sattui first in the first round: py-spy top runs at the rate sattui's CPU
+            # budget let it keep (the chunks' median so far), the same rate.
+            for name in ("rec", "top") if i % 2 == 0 else ("top", "rec"):
+                if name == "rec":
+                    rec_cores.append(_run_cpu(rec, window + 30, tty=False))
+                    rates += _stack_rates(out)
+                    os.remove(out)
+                else:
+                    top_rate = max(1, round(statistics.median(rates))) if rates else rate
+                    top_rates.append(top_rate)
+                    top = [py_spy, "top", "--pid", str(tr.pid), "--idle", "--nonblocking", "--rate", str(top_rate)]
+                    top_cores.append(_run_cpu(top, window, tty=True))
                 time.sleep(1.0)
-            os.remove(out)
     finally:
         tr.kill()
         tr.wait()
@@ -302,7 +344,9 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
             os.remove(os.path.join(tmp, f))
         os.rmdir(tmp)
     mt, mr = statistics.median(top_cores), statistics.median(rec_cores)
-    print(f"| {n} | {rate} | {window:g} | {rounds} | {mt:.3f} | {mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
+    used = f"{statistics.median(rates):g}" if rates else "-"
+    print(f"| {n} | {rate}: {used} / {statistics.median(top_rates):g} | {window:g} | {rounds} | {mt:.3f} | "
+          f"{mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
           f"{' '.join(f'{x:.3f}' for x in top_cores)} / {' '.join(f'{x:.3f}' for x in rec_cores)} |", flush=True)
 
 
@@ -346,8 +390,8 @@ def main() -> int:
         window = args.window if args.window != 15.0 else 20.0
         print(f"# sattui record (itself + its py-spy runs) against py-spy top --idle --nonblocking, "
               f"alternating runs of {window:g} s; CPU from /proc, reaped children included")
-        print("\n| threads | rate Hz | run s | runs each | py-spy top (cores, median) | sattui record "
-              "(cores, median) | ratio | difference | each run: top / record |")
+        print("\n| threads | rate Hz asked: sattui's / top's | run s | runs each | py-spy top (cores, median) "
+              "| sattui record (cores, median) | ratio | difference | each run: top / record |")
         print("|---|---|---|---|---|---|---|---|---|")
         for n in (int(x) for x in args.top_threads.split(",")):
             vs_top(py_spy, n, int(DEFAULT_RATE_HZ), window, args.rounds, args.warmup)
