@@ -53,7 +53,7 @@ def test_a_runs_cpu_is_read_at_its_exit_not_at_its_interrupt(tmp_path: Path) -> 
             proc.wait()
 
 
-def _sleeper_run(tmp_path: Path, seconds: float) -> "stacks._Run":
+def _sleeper_run(tmp_path: Path, seconds: float) -> stacks._Run:
     proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
     run = stacks._Run(proc=proc, out=tmp_path / "o", stdout=tmp_path / "so", stderr=tmp_path / "se",
                       t_spawn=time.monotonic(), rate=10)
