@@ -2,7 +2,8 @@
 
     python bench/sampler_cost.py            # full grid, ~9 minutes on 2 cores
     python bench/sampler_cost.py --quick    # default rate/chunk only, ~2 minutes
-    python bench/sampler_cost.py --vs-top   # sattui record against py-spy top --idle, ~4 minutes
+    python bench/sampler_cost.py --vs-top   # sattui record against py-spy top --idle, ~7 minutes
+    python bench/sampler_cost.py --vs-top --against /tmp/old   # and another checkout's, ~10 minutes
 
 For each target (the example trainer ``python -m sattui.demo.trainer --scenario
 input_bound`` as is (~4 threads) and with ``--extra-threads 56`` (~60 threads)), rate and
@@ -258,9 +259,23 @@ def _probe(rate: int, chunk: float, seconds: float) -> dict[str, float]:
             "expected_mean_ms": 1000 / rate}
 
 
-def _run_cpu(cmd: list[str], seconds: float, tty: bool) -> float:
-    """Cores used by ``cmd`` (and the children it reaps) over the ``seconds`` it runs;
-    SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself).
+def _tree_cpu(pid: int) -> float | None:
+    """CPU seconds of ``pid`` and of the children it has reaped (utime + stime + cutime
+    + cstime of /proc/PID/stat); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in rest[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_cpu(cmd: list[str], seconds: float, settle: float, tty: bool,
+             root: str | None = None) -> tuple[float, float | None]:
+    """Cores used by ``cmd`` and the children it reaps: over its whole run of ``seconds``
+    (start-up included), and in its steady state (from ``settle`` s after its start until
+    just before the end; a child still running at either end is not counted, one at each
+    end). SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself).
     ``tty``: in an 80x24 pty, as a user runs ``py-spy top`` (without a terminal it
     behaves differently: here it exited early or spun at up to half a core)."""
     master = slave = None
@@ -270,28 +285,30 @@ def _run_cpu(cmd: list[str], seconds: float, tty: bool) -> float:
     else:
         io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     cpu0, t0 = children_cpu(), time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], **io)
+    root = root or str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=root), **io)
     if slave is not None:
         os.close(slave)
+    steady: float | None = None
     try:
+        time.sleep(settle)
+        a, ta = _tree_cpu(proc.pid), time.monotonic()
+        time.sleep(max(0.0, seconds - settle - 0.5))
+        b, tb = _tree_cpu(proc.pid), time.monotonic()
+        if a is not None and b is not None and tb > ta:
+            steady = (b - a) / (tb - ta)
         if tty:
-            time.sleep(seconds)
-        else:
-            proc.wait(timeout=seconds)
-        if proc.poll() is None:
+            time.sleep(0.5)
             proc.send_signal(2)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    except subprocess.TimeoutExpired:
-        proc.send_signal(2)
-        proc.wait()
     finally:
         if master is not None:
             os.close(master)
-    return (children_cpu() - cpu0) / (time.monotonic() - t0)
+    return (children_cpu() - cpu0) / (time.monotonic() - t0), steady
 
 
 def _stack_rates(path: str) -> list[float]:
@@ -304,8 +321,10 @@ def _stack_rates(path: str) -> list[float]:
     return out
 
 
-def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, warmup: float) -> None:
-    """sattui record against py-spy top --idle, alternating on one trainer."""
+def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, warmup: float, settle: float,
+           against: str | None = None) -> None:
+    """sattui record against py-spy top --idle, alternating on one trainer (and the
+    sattui of the checkout ``against``, in the same rounds)."""
     extra = max(0, threads - 2)  # the example has 2 threads of its own (main and one of torch)
     cmd = [sys.executable, "-m", "sattui.demo.trainer", "--scenario", "compute_bound",
            "--seconds", str(warmup + rounds * 2 * (window + 4) + 30), "--extra-threads", str(extra)]
@@ -316,6 +335,10 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
     rec_cores: list[float] = []
     rates: list[float] = []  # sattui's py-spy rate, chunk by chunk
     top_rates: list[int] = []
+    top_steady: list[float | None] = []
+    rec_steady: list[float | None] = []
+    other_cores: list[float] = []
+    other_steady: list[float | None] = []
     try:
         time.sleep(warmup)
         n = thread_count(tr.pid)
@@ -326,16 +349,26 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
             # Alternate which goes first (a drift of the machine's load favours neither);
             # sattui first in the first round: py-spy top runs at the rate sattui's CPU
             # budget let it keep (the chunks' median so far), the same rate.
-            for name in ("rec", "top") if i % 2 == 0 else ("top", "rec"):
-                if name == "rec":
-                    rec_cores.append(_run_cpu(rec, window + 30, tty=False))
+            order = ["rec", "top"] + (["other"] if against else [])
+            for name in order if i % 2 == 0 else order[::-1]:
+                if name == "other":
+                    whole, steady = _run_cpu(rec, window, settle, tty=False, root=against)
+                    other_cores.append(whole)
+                    other_steady.append(steady)
+                    os.remove(out)
+                elif name == "rec":
+                    whole, steady = _run_cpu(rec, window, settle, tty=False)
+                    rec_cores.append(whole)
+                    rec_steady.append(steady)
                     rates += _stack_rates(out)
                     os.remove(out)
                 else:
                     top_rate = max(1, round(statistics.median(rates))) if rates else rate
                     top_rates.append(top_rate)
                     top = [py_spy, "top", "--pid", str(tr.pid), "--idle", "--nonblocking", "--rate", str(top_rate)]
-                    top_cores.append(_run_cpu(top, window, tty=True))
+                    whole, steady = _run_cpu(top, window, settle, tty=True)
+                    top_cores.append(whole)
+                    top_steady.append(steady)
                 time.sleep(1.0)
     finally:
         tr.kill()
@@ -343,11 +376,21 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
         for f in os.listdir(tmp):
             os.remove(os.path.join(tmp, f))
         os.rmdir(tmp)
-    mt, mr = statistics.median(top_cores), statistics.median(rec_cores)
     used = f"{statistics.median(rates):g}" if rates else "-"
-    print(f"| {n} | {rate}: {used} / {statistics.median(top_rates):g} | {window:g} | {rounds} | {mt:.3f} | "
-          f"{mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
-          f"{' '.join(f'{x:.3f}' for x in top_cores)} / {' '.join(f'{x:.3f}' for x in rec_cores)} |", flush=True)
+    rows = [("this checkout", top_cores, rec_cores, top_steady, rec_steady)]
+    if against:
+        rows.append((against, top_cores, other_cores, top_steady, other_steady))
+    for who, tops_all, recs_all, tops_st, recs_st in rows:
+        for what, tops, recs in (("whole run", tops_all, recs_all),
+                                 (f"after {settle:g} s", [x for x in tops_st if x is not None],
+                                  [x for x in recs_st if x is not None])):
+            if not tops or not recs:
+                print(f"| {n} | {who} | {what} | - | - | - | - | - | - | - |")
+                continue
+            mt, mr = statistics.median(tops), statistics.median(recs)
+            print(f"| {n} | {who} | {what} | {rate}: {used} / {statistics.median(top_rates):g} | {rounds} | "
+                  f"{mt:.3f} | {mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
+                  f"{' '.join(f'{x:.3f}' for x in tops)} / {' '.join(f'{x:.3f}' for x in recs)} |", flush=True)
 
 
 def main() -> int:
@@ -366,6 +409,10 @@ def main() -> int:
                     help="sattui record (all of it) against py-spy top --idle at the same rate")
     ap.add_argument("--top-threads", default="112,2", help="with --vs-top: the trainers' thread counts")
     ap.add_argument("--rounds", type=int, default=3, help="with --vs-top: alternating runs of each")
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="with --vs-top: also the sattui of another checkout, in the same rounds")
+    ap.add_argument("--settle", type=float, default=6.0,
+                    help="with --vs-top: seconds after each start left out of the steady-state figure")
     args = ap.parse_args()
     rates = [int(x) for x in args.rates.split(",")]
     chunks = [float(x) for x in args.chunks.split(",")]
@@ -387,14 +434,17 @@ def main() -> int:
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     if args.vs_top:
-        window = args.window if args.window != 15.0 else 20.0
+        window = args.window if args.window != 15.0 else 30.0
         print(f"# sattui record (itself + its py-spy runs) against py-spy top --idle --nonblocking, "
-              f"alternating runs of {window:g} s; CPU from /proc, reaped children included")
-        print("\n| threads | rate Hz asked: sattui's / top's | run s | runs each | py-spy top (cores, median) "
-              "| sattui record (cores, median) | ratio | difference | each run: top / record |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              f"alternating runs of {window:g} s; CPU from /proc, reaped children included; "
+              "whole run (sattui's start-up included) and steady state")
+        print("\n| threads | sattui | measured | rate Hz asked: sattui's / top's | runs each "
+              "| py-spy top (cores, median) | sattui record (cores, median) | ratio | difference "
+              "| each run: top / record |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for n in (int(x) for x in args.top_threads.split(",")):
-            vs_top(py_spy, n, int(DEFAULT_RATE_HZ), window, args.rounds, args.warmup)
+            vs_top(py_spy, n, int(DEFAULT_RATE_HZ), window, args.rounds, args.warmup, args.settle,
+                   os.path.abspath(args.against) if args.against else None)
         print(f"\n# load average at end {os.getloadavg()[0]:.2f}")
         return 0
     print(f"# defaults: {DEFAULT_RATE_HZ:g} Hz, {DEFAULT_CHUNK_S:g} s chunks; window {args.window:g} s each")
