@@ -313,7 +313,9 @@ def _run_cpu(cmd: list[str], seconds: float, settle: float, tty: bool,
 
 def _stack_rates(path: str) -> list[float]:
     """The py-spy rate of each stacks chunk of a recording (the CPU budget may lower it)."""
-    out = []
+    out: list[float] = []
+    if not os.path.exists(path):
+        return out  # the run failed (the bench's trainer gone?): its CPU still counts
     with open(path, encoding="utf-8") as f:
         for line in f:
             if '"kind":"stacks"' in line.replace(" ", ""):
@@ -327,7 +329,7 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
     sattui of the checkout ``against``, in the same rounds)."""
     extra = max(0, threads - 2)  # the example has 2 threads of its own (main and one of torch)
     cmd = [sys.executable, "-m", "sattui.demo.trainer", "--scenario", "compute_bound",
-           "--seconds", str(warmup + rounds * 2 * (window + 4) + 30), "--extra-threads", str(extra)]
+           "--seconds", str(warmup + rounds * (3 if against else 2) * (window + 4) + 60), "--extra-threads", str(extra)]
     tr = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                           cwd=Path(__file__).resolve().parents[1])
     tmp = tempfile.mkdtemp(prefix="sattui-vs-top-")
@@ -355,13 +357,15 @@ def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, war
                     whole, steady = _run_cpu(rec, window, settle, tty=False, root=against)
                     other_cores.append(whole)
                     other_steady.append(steady)
-                    os.remove(out)
+                    if os.path.exists(out):
+                        os.remove(out)
                 elif name == "rec":
                     whole, steady = _run_cpu(rec, window, settle, tty=False)
                     rec_cores.append(whole)
                     rec_steady.append(steady)
                     rates += _stack_rates(out)
-                    os.remove(out)
+                    if os.path.exists(out):
+                        os.remove(out)
                 else:
                     top_rate = max(1, round(statistics.median(rates))) if rates else rate
                     top_rates.append(top_rate)
