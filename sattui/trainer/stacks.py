@@ -359,8 +359,8 @@ class StackSampler:
         self._attach_est = 0.05
         self._stop = threading.Event()
         # Written once by stop(): the waits on a py-spy's pidfd also wake on it, so they
-        # need no timeout to notice a stop (a 50-ms poll was a third of sattui's own CPU
-        # on a small trainer, issue 25).
+        # need no timeout to notice a stop (they polled every 50 ms: 20 wake-ups a second
+        # for nothing, issue 25).
         self._wake: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._live: list[_Run] = []
