@@ -73,6 +73,17 @@ def steps_per_s(times: list[float], t0: float, t1: float) -> float | None:
     return (len(inside) - 1) / (inside[-1] - inside[0])
 
 
+def median_step_rate(times: list[float], t0: float, t1: float) -> float | None:
+    """1 / the median duration of the steps that ended inside ``[t0, t1)`` (a step's
+    duration: from the step end before it). Unlike :func:`steps_per_s` one slow step
+    (the neighbours' burst, a GC pause) moves it by at most one rank."""
+    inside = [b - a for a, b in zip(times, times[1:]) if t0 <= a and b < t1]
+    if len(inside) < 3:
+        return None
+    med = statistics.median(inside)
+    return 1.0 / med if med > 0 else None
+
+
 def bootstrap_median_ci(xs: list[float], n: int = 10000, seed: int = 1) -> tuple[float, float]:
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
@@ -157,8 +168,15 @@ def run_config(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
         on_rates.append(on)
         if on is not None and before is not None and after is not None:
             ratios.append(on / ((before + after) / 2))
+    # the same with each phase's median step (robust to one slow step)
+    off_med = [median_step_rate(times, a, b) for a, b in offs]
+    med_ratios = []
+    for i, (a, b, _cost) in enumerate(ons):
+        on, before, after = median_step_rate(times, a, b), off_med[i], off_med[i + 1]
+        if on is not None and before is not None and after is not None:
+            med_ratios.append(on / ((before + after) / 2))
     costs = [c for _a, _b, c in ons if "sattui_cores" in c]
-    return {"name": name, "rate": rate_hz, "ratios": ratios,
+    return {"name": name, "rate": rate_hz, "ratios": ratios, "med_ratios": med_ratios,
             "off": [r for r in off_rates if r is not None], "on": [r for r in on_rates if r is not None],
             "sattui_cores": statistics.median(c["sattui_cores"] for c in costs) if costs else None,
             "sampler_cores": statistics.median(c["sampler_cores"] for c in costs) if costs else None,
@@ -208,6 +226,12 @@ def main() -> int:
                       f"[{min(r['off']):.2f}–{max(r['off']):.2f}], ON {statistics.median(r['on']):.2f} "
                       f"[{min(r['on']):.2f}–{max(r['on']):.2f}]{cost}; load {os.getloadavg()[0]:.2f}", flush=True)
                 print("  ratios: " + " ".join(f"{x:.3f}" for x in r["ratios"]), flush=True)
+                if r["med_ratios"]:
+                    mm = statistics.median(r["med_ratios"])
+                    mlo, mhi = bootstrap_median_ci(r["med_ratios"])
+                    print(f"  by each phase's median step time: ratio ON/OFF median {mm:.4f} (slowdown "
+                          f"{(1 - mm) * 100:+.2f} %, 95 % CI {(1 - mhi) * 100:+.2f} … {(1 - mlo) * 100:+.2f} %) "
+                          f"over {len(r['med_ratios'])} cycles", flush=True)
     return 0
 
 

@@ -2,6 +2,8 @@
 
     python bench/sampler_cost.py            # full grid, ~9 minutes on 2 cores
     python bench/sampler_cost.py --quick    # default rate/chunk only, ~2 minutes
+    python bench/sampler_cost.py --vs-top   # sattui record against py-spy top --idle, ~7 minutes
+    python bench/sampler_cost.py --vs-top --against /tmp/old   # and another checkout's, ~10 minutes
 
 For each target (the example trainer ``python -m sattui.demo.trainer --scenario
 input_bound`` as is (~4 threads) and with ``--extra-threads 56`` (~60 threads)), rate and
@@ -17,6 +19,14 @@ chunk length, it runs sattui's StackSampler for a window and prints:
 Then timestamp accuracy on a probe process whose main thread switches between two
 functions at times it logs itself: the error of each switch as seen in the samples.
 
+``--vs-top`` (issue 25): the whole of ``sattui record --pid P`` (itself and the py-spy
+runs it starts) against ``py-spy top --idle --nonblocking`` alone at the same rate, on the
+same trainer (the compute-bound example, ``--top-threads`` threads in all and a small
+one), in alternating runs of ``--window`` seconds; CPU of each from /proc (this
+process's reaped children: the runs and their own reaped children), in cores, and the
+ratio and difference of the medians. Target: ratio ≤ 1.5 on the big trainer, difference
+≤ 0.015 cores on the small one.
+
 Other processes on the machine add noise: the load average is printed with the figures.
 """
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import platform
 import resource
@@ -36,8 +47,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _pty import open_terminal  # noqa: E402
 
 from sattui.model import StackChunk  # noqa: E402
 from sattui.trainer.stacks import (  # noqa: E402
@@ -244,6 +259,144 @@ def _probe(rate: int, chunk: float, seconds: float) -> dict[str, float]:
             "expected_mean_ms": 1000 / rate}
 
 
+def _tree_cpu(pid: int) -> float | None:
+    """CPU seconds of ``pid`` and of the children it has reaped (utime + stime + cutime
+    + cstime of /proc/PID/stat); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in rest[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_cpu(cmd: list[str], seconds: float, settle: float, tty: bool,
+             root: str | None = None) -> tuple[float, float | None]:
+    """Cores used by ``cmd`` and the children it reaps: over its whole run of ``seconds``
+    (start-up included), and in its steady state (from ``settle`` s after its start until
+    just before the end; a child still running at either end is not counted, one at each
+    end). SIGINT ends it (``py-spy top`` runs until then; ``sattui record`` ends itself).
+    ``tty``: in an 80x24 pty, as a user runs ``py-spy top`` (without a terminal it
+    behaves differently: here it exited early or spun at up to half a core)."""
+    master = slave = None
+    if tty:
+        master, slave = open_terminal(80, 24)
+        io: dict[str, Any] = {"stdin": slave, "stdout": slave, "stderr": slave}
+    else:
+        io = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    cpu0, t0 = children_cpu(), time.monotonic()
+    root = root or str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=root), **io)
+    if slave is not None:
+        os.close(slave)
+    steady: float | None = None
+    try:
+        time.sleep(settle)
+        a, ta = _tree_cpu(proc.pid), time.monotonic()
+        time.sleep(max(0.0, seconds - settle - 0.5))
+        b, tb = _tree_cpu(proc.pid), time.monotonic()
+        if a is not None and b is not None and tb > ta:
+            steady = (b - a) / (tb - ta)
+        if tty:
+            time.sleep(0.5)
+            proc.send_signal(2)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    finally:
+        if master is not None:
+            os.close(master)
+    return (children_cpu() - cpu0) / (time.monotonic() - t0), steady
+
+
+def _stack_rates(path: str) -> list[float]:
+    """The py-spy rate of each stacks chunk of a recording (the CPU budget may lower it)."""
+    out: list[float] = []
+    if not os.path.exists(path):
+        return out  # the run failed (the bench's trainer gone?): its CPU still counts
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if '"kind":"stacks"' in line.replace(" ", ""):
+                out.append(float(json.loads(line)["rate_hz"]))
+    return out
+
+
+def vs_top(py_spy: str, threads: int, rate: int, window: float, rounds: int, warmup: float, settle: float,
+           against: str | None = None) -> None:
+    """sattui record against py-spy top --idle, alternating on one trainer (and the
+    sattui of the checkout ``against``, in the same rounds)."""
+    extra = max(0, threads - 2)  # the example has 2 threads of its own (main and one of torch)
+    cmd = [sys.executable, "-m", "sattui.demo.trainer", "--scenario", "compute_bound",
+           "--seconds", str(warmup + rounds * (3 if against else 2) * (window + 4) + 60), "--extra-threads", str(extra)]
+    tr = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          cwd=Path(__file__).resolve().parents[1])
+    tmp = tempfile.mkdtemp(prefix="sattui-vs-top-")
+    top_cores: list[float] = []
+    rec_cores: list[float] = []
+    rates: list[float] = []  # sattui's py-spy rate, chunk by chunk
+    top_rates: list[int] = []
+    top_steady: list[float | None] = []
+    rec_steady: list[float | None] = []
+    other_cores: list[float] = []
+    other_steady: list[float | None] = []
+    try:
+        time.sleep(warmup)
+        n = thread_count(tr.pid)
+        for i in range(rounds):
+            out = os.path.join(tmp, f"rec{i}.jsonl")
+            rec = [sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "--rate", str(rate),
+                   "--duration", str(window), "-o", out]
+            # Alternate which goes first (a drift of the machine's load favours neither);
+            # sattui first in the first round: py-spy top runs at the rate sattui's CPU
+            # budget let it keep (the chunks' median so far), the same rate.
+            order = ["rec", "top"] + (["other"] if against else [])
+            for name in order if i % 2 == 0 else order[::-1]:
+                if name == "other":
+                    whole, steady = _run_cpu(rec, window, settle, tty=False, root=against)
+                    other_cores.append(whole)
+                    other_steady.append(steady)
+                    if os.path.exists(out):
+                        os.remove(out)
+                elif name == "rec":
+                    whole, steady = _run_cpu(rec, window, settle, tty=False)
+                    rec_cores.append(whole)
+                    rec_steady.append(steady)
+                    rates += _stack_rates(out)
+                    if os.path.exists(out):
+                        os.remove(out)
+                else:
+                    top_rate = max(1, round(statistics.median(rates))) if rates else rate
+                    top_rates.append(top_rate)
+                    top = [py_spy, "top", "--pid", str(tr.pid), "--idle", "--nonblocking", "--rate", str(top_rate)]
+                    whole, steady = _run_cpu(top, window, settle, tty=True)
+                    top_cores.append(whole)
+                    top_steady.append(steady)
+                time.sleep(1.0)
+    finally:
+        tr.kill()
+        tr.wait()
+        for f in os.listdir(tmp):
+            os.remove(os.path.join(tmp, f))
+        os.rmdir(tmp)
+    used = f"{statistics.median(rates):g}" if rates else "-"
+    rows = [("this checkout", top_cores, rec_cores, top_steady, rec_steady)]
+    if against:
+        rows.append((against, top_cores, other_cores, top_steady, other_steady))
+    for who, tops_all, recs_all, tops_st, recs_st in rows:
+        for what, tops, recs in (("whole run", tops_all, recs_all),
+                                 (f"after {settle:g} s", [x for x in tops_st if x is not None],
+                                  [x for x in recs_st if x is not None])):
+            if not tops or not recs:
+                print(f"| {n} | {who} | {what} | - | - | - | - | - | - | - |")
+                continue
+            mt, mr = statistics.median(tops), statistics.median(recs)
+            print(f"| {n} | {who} | {what} | {rate}: {used} / {statistics.median(top_rates):g} | {rounds} | "
+                  f"{mt:.3f} | {mr:.3f} | {mr / mt:.2f}x | {mr - mt:+.3f} | "
+                  f"{' '.join(f'{x:.3f}' for x in tops)} / {' '.join(f'{x:.3f}' for x in recs)} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="10,20,50")
@@ -256,6 +409,14 @@ def main() -> int:
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--accuracy-only", action="store_true")
     ap.add_argument("--quick", action="store_true", help="default rate and chunk only")
+    ap.add_argument("--vs-top", action="store_true",
+                    help="sattui record (all of it) against py-spy top --idle at the same rate")
+    ap.add_argument("--top-threads", default="112,2", help="with --vs-top: the trainers' thread counts")
+    ap.add_argument("--rounds", type=int, default=3, help="with --vs-top: alternating runs of each")
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="with --vs-top: also the sattui of another checkout, in the same rounds")
+    ap.add_argument("--settle", type=float, default=6.0,
+                    help="with --vs-top: seconds after each start left out of the steady-state figure")
     args = ap.parse_args()
     rates = [int(x) for x in args.rates.split(",")]
     chunks = [float(x) for x in args.chunks.split(",")]
@@ -276,6 +437,20 @@ def main() -> int:
           f"Python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average at start {os.getloadavg()[0]:.2f}")
     print(f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    if args.vs_top:
+        window = args.window if args.window != 15.0 else 30.0
+        print(f"# sattui record (itself + its py-spy runs) against py-spy top --idle --nonblocking, "
+              f"alternating runs of {window:g} s; CPU from /proc, reaped children included; "
+              "whole run (sattui's start-up included) and steady state")
+        print("\n| threads | sattui | measured | rate Hz asked: sattui's / top's | runs each "
+              "| py-spy top (cores, median) | sattui record (cores, median) | ratio | difference "
+              "| each run: top / record |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for n in (int(x) for x in args.top_threads.split(",")):
+            vs_top(py_spy, n, int(DEFAULT_RATE_HZ), window, args.rounds, args.warmup, args.settle,
+                   os.path.abspath(args.against) if args.against else None)
+        print(f"\n# load average at end {os.getloadavg()[0]:.2f}")
+        return 0
     print(f"# defaults: {DEFAULT_RATE_HZ:g} Hz, {DEFAULT_CHUNK_S:g} s chunks; window {args.window:g} s each")
     print()
     print(HEADER)

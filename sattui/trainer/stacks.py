@@ -358,6 +358,10 @@ class StackSampler:
         self.runs: deque[RunInfo] = deque(maxlen=512)
         self._attach_est = 0.05
         self._stop = threading.Event()
+        # Written once by stop(): the waits on a py-spy's pidfd also wake on it, so they
+        # need no timeout to notice a stop (they polled every 50 ms: 20 wake-ups a second
+        # for nothing, issue 25).
+        self._wake: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._live: list[_Run] = []
         self._thread: threading.Thread | None = None
@@ -386,6 +390,7 @@ class StackSampler:
         except (psutil.Error, OSError):
             self._create_time = None
         self._started_at = time.time()
+        self._wake = os.pipe()
         self._thread = threading.Thread(target=self._main, name=f"sattui-stacks-{self.pid}", daemon=True)
         self._thread.start()
 
@@ -394,6 +399,11 @@ class StackSampler:
         with self._lock:
             self._stop.set()
             live = list(self._live)
+            if self._wake is not None:
+                try:
+                    os.write(self._wake[1], b"x")
+                except OSError:
+                    pass
         for run in live:
             self._interrupt(run)
         th = self._thread
@@ -426,6 +436,10 @@ class StackSampler:
                 self._kill(run)
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
+            with self._lock:
+                wake, self._wake = self._wake, None
+            for fd in wake or ():
+                os.close(fd)
 
     def _loop(self) -> None:
         failures = 0
@@ -547,8 +561,16 @@ class StackSampler:
             if left <= 0 or (self._stop.is_set() and not ignore_stop):
                 return False
             if run.pidfd is not None:
+                # Asleep until py-spy exits, the deadline, or stop() (unless ignored: the
+                # wake pipe stays readable once written).
+                fds = [run.pidfd]
+                wake = self._wake
+                if wake is not None and not ignore_stop:
+                    fds.append(wake[0])
+                else:
+                    left = min(left, 0.05)
                 try:
-                    select.select([run.pidfd], [], [], min(left, 0.05))
+                    select.select(fds, [], [], left)
                 except (OSError, ValueError):
                     run.pidfd = None
             else:

@@ -21,3 +21,10 @@ def test_bootstrap_ci_brackets_the_median():
     lo, hi = overhead.bootstrap_median_ci(xs, n=2000)
     assert min(xs) <= lo <= statistics.median(xs) <= hi <= max(xs) and lo < hi
     assert overhead.bootstrap_median_ci([1.0] * 5, n=200) == (1.0, 1.0)
+
+
+def test_median_step_rate_is_one_over_the_median_step_inside_the_window():
+    times = [0.0, 0.1, 0.2, 0.3, 1.3, 1.4, 1.5]  # one slow step of 1.0 s among 0.1-s steps
+    assert abs(overhead.median_step_rate(times, 0.0, 2.0) - 10.0) < 1e-9
+    assert overhead.steps_per_s(times, 0.0, 2.0) < 5  # the mean is pulled down by the slow step
+    assert overhead.median_step_rate(times, 0.0, 0.25) is None  # too few steps to say

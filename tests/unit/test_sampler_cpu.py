@@ -8,9 +8,11 @@ child that works after SIGINT, as py-spy does, stands in for it here.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,3 +51,60 @@ def test_a_runs_cpu_is_read_at_its_exit_not_at_its_interrupt(tmp_path: Path) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _sleeper_run(tmp_path: Path, seconds: float) -> stacks._Run:
+    proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+    run = stacks._Run(proc=proc, out=tmp_path / "o", stdout=tmp_path / "so", stderr=tmp_path / "se",
+                      t_spawn=time.monotonic(), rate=10)
+    run.pidfd = os.pidfd_open(proc.pid)
+    return run
+
+
+def _started_sampler() -> StackSampler:
+    # The wake pipe as start() makes it, without a sampling thread.
+    s = StackSampler(1, time.monotonic, lambda c: None, lambda e: None, rate_hz=10)
+    s._wake = os.pipe()
+    return s
+
+
+def test_waiting_for_a_run_sleeps_until_it_exits(tmp_path: Path, monkeypatch) -> None:
+    # A wait on py-spy's exit used to wake every 50 ms to look for a stop: a third of
+    # sattui's own CPU on a small trainer (issue 25). Now it sleeps on the pidfd and the
+    # wake pipe until one of them fires.
+    s = _started_sampler()
+    run = _sleeper_run(tmp_path, 1.0)
+    polls = []
+    real_poll = s._poll
+    monkeypatch.setattr(s, "_poll", lambda r: polls.append(1) or real_poll(r))
+    try:
+        t0 = time.monotonic()
+        assert s._wait_exit(run, until=t0 + 10)
+        assert time.monotonic() - t0 < 5
+        assert len(polls) <= 3, len(polls)
+    finally:
+        run.proc.kill()
+        run.proc.wait()
+        os.close(run.pidfd)
+        os.close(s._wake[0])
+        os.close(s._wake[1])
+
+
+def test_stop_wakes_a_wait_for_a_run_at_once(tmp_path: Path) -> None:
+    s = _started_sampler()
+    run = _sleeper_run(tmp_path, 30.0)
+    try:
+        threading.Timer(0.3, s.stop, kwargs={"timeout": 0.1}).start()
+        t0 = time.monotonic()
+        assert not s._wait_exit(run, until=t0 + 20)
+        assert time.monotonic() - t0 < 2.0
+        # A wait that ignores the stop (the last chunk's output) still waits for the exit.
+        run.proc.terminate()
+        assert s._wait_exit(run, until=time.monotonic() + 10, ignore_stop=True)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+        os.close(run.pidfd)
+        os.close(s._wake[0])
+        os.close(s._wake[1])
