@@ -179,6 +179,15 @@ class Ring(Generic[T]):
             return self._items[pa:end]
         return self._items[pa:] + self._items[:end - self.capacity]
 
+    def latest(self, t1: float) -> list[T]:
+        """The samples at the newest time before ``t1`` (all of them, when several share
+        it), oldest first: what is current at ``t1``, without copying the history."""
+        b = self._bisect_left(t1)
+        if b == 0:
+            return []
+        t_last = self.time_at(b - 1)
+        return self.window(t_last, math.nextafter(t_last, math.inf))
+
     def first_t(self) -> float | None:
         return self.time_at(0) if self._len else None
 

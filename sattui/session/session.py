@@ -101,16 +101,14 @@ class Session(ABC):
         """Advance a playing replay's cursor by ``dt`` (the UI calls this from a timer)."""
 
     def findings(self) -> list[Finding]:
-        """The findings of the newest advisor evaluation up to ``now()``; [] if none."""
+        """The findings of the newest advisor evaluation up to ``now()``; [] if none. Only
+        that evaluation's are copied (a redraw asks every time; the history grows by one
+        evaluation a second)."""
         with self.lock:
             ring = self.timeline.series("finding", 0)
             if ring is None or not len(ring):
                 return []
-            found: list[Finding] = ring.window(-math.inf, after(self.now()))
-        if not found:
-            return []
-        t_last = found[-1].t
-        return [f for f in found if f.t == t_last]
+            return list(ring.latest(after(self.now())))
 
     def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
         with self.lock:

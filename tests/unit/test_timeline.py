@@ -172,3 +172,14 @@ def test_timeline_add_many_is_add_per_item_latest_t_too():
             one.add("stack", 1, s.t, s)
         assert list(many.series("stack", 1)) == list(one.series("stack", 1))
         assert many.latest_t == one.latest_t  # a NaN time (json.loads reads one) never becomes latest
+
+
+def test_latest_is_the_newest_time_before_t1_whole_and_nothing_older():
+    r: Ring[str] = Ring(4)
+    assert r.latest(10.0) == []
+    for t, x in ((1.0, "a"), (2.0, "b1"), (2.0, "b2"), (3.0, "c"), (4.0, "d")):  # wraps: "a" evicted
+        r.append(t, x)
+    assert r.latest(5.0) == ["d"]
+    assert r.latest(4.0) == ["c"]  # t1 excluded, as in window()
+    assert r.latest(3.0) == ["b1", "b2"]  # one evaluation's findings share their time
+    assert r.latest(2.0) == []  # only what the ring still holds
