@@ -111,10 +111,11 @@ CAUSES: tuple[Cause, ...] = (
           input_pipeline=True, fix=FIX_INLINE.replace("{S}", "a few")),
     Cause("periodic_stall", "checkpoint/eval/logging", "periodic_stall"),
     Cause("straggler", "waiting for another rank", "straggler"),
-    Cause("comm_bound", "collectives", "comm_bound", fix=FIX_COMM),
-    Cause("host_sync_stall", "waiting for the device", "host_sync_stall", fix=FIX_SYNC),
-    Cause(IDLE, "sleeping / waiting on something unknown", None),
-    Cause("host_overhead_bound", "host overhead", "host_overhead_bound", fix=FIX_OVERHEAD, on_card_only=True),
+    Cause("comm_bound", "collectives (communication)", "comm_bound", fix=FIX_COMM),
+    Cause("host_sync_stall", "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
+    Cause(IDLE, "asleep, or waiting on something unknown", None),
+    Cause("host_overhead_bound", "launch / host overhead (the rank computes)", "host_overhead_bound",
+          fix=FIX_OVERHEAD, on_card_only=True),
     Cause(UNKNOWN, "unknown (no stacks)", "starved_unattributed", on_card_only=True),
 )
 BY_ID: dict[str, Cause] = {c.id: c for c in CAUSES}

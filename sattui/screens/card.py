@@ -55,7 +55,7 @@ class DipList(OptionList):
 
 
 def dip_row(d: Dip, t_end: float, live: bool, width: int, whole: bool = False) -> Text:
-    """``  1:02  2.4s  min 3%  data wait; both workers at 99 % CPU``: when (replay time, or
+    """``  1:02  2.4s  min 3%  data wait, both workers at 99 % CPU``: when (replay time, or
     how long before the view's end live), how long, how low, and why. The why is cut at a
     word where the row has no room for it; ``whole`` (the highlighted row) wraps it under
     itself instead, so the cause of the dip picked reads in full at 80 columns."""

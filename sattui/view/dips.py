@@ -25,9 +25,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sattui.advisor import ledger
+from sattui.advisor import causes, ledger
+from sattui.advisor.causes import UNKNOWN, WORKER_BUSY
 from sattui.advisor.context import AdvisorContext
-from sattui.advisor.ledger import IDLE, PHASES, UNKNOWN, WORKER_BUSY, Dip, JobLedger
+from sattui.advisor.ledger import PHASES, Dip, JobLedger
 from sattui.advisor.window import SPAN_LOOKBACK_S, StackBinner, Window, bisect_t
 from sattui.model import CardSample
 from sattui.states import State
@@ -43,19 +44,7 @@ PAD_S = 2.0          # the ledger's Window reaches this far around a dip (proces
 SETTLE_S = StackBinner.LAG_S  # py-spy chunks arrive this late: a newer dip has no cause yet
 PENDING = "pending"
 
-CAUSE_WORDS = {
-    "worker_io_bound": "data wait; workers reading or waiting on their data source",
-    "worker_respawn": "data wait; DataLoader workers restarting",
-    "cpu_contention": "waiting for a CPU (other processes on its cores)",
-    "input_bound": "data wait",
-    "main_process_loading": "loading data on the training thread",
-    "comm_bound": "collective (communication)",
-    "host_sync_stall": "waiting for the device (host sync)",
-    "host_overhead_bound": "rank computing: launch / host overhead",
-    IDLE: "no work from its rank (asleep, or its loader shutting down)",
-    UNKNOWN: "unknown: no stacks",
-    PENDING: "… (stacks not in yet)",
-}
+PENDING_WORDS = "… (stacks not in yet)"
 
 
 def low_stretches(samples: Sequence[CardSample], threshold: float = DIP_UTIL, min_s: float = DIP_MIN_S,
@@ -125,8 +114,8 @@ def _starting(w: Window, pid: int, t0: float, t1: float) -> bool:
 def _workers_phrase(n: int, cpu: float | None) -> str:
     who = "the worker" if n == 1 else "both workers" if n == 2 else f"{n} workers"
     if cpu is None:
-        return f"data wait; {who} busy computing"
-    return f"data wait; {who} at {cpu * 100:.0f}% CPU"
+        return f"data wait, {who} busy computing"
+    return f"data wait, {who} at {cpu * 100:.0f}% CPU"
 
 
 def cause_of(job: JobLedger, card: int, w: Window, t0: float, t1: float) -> tuple[str, str | None, str]:
@@ -134,7 +123,7 @@ def cause_of(job: JobLedger, card: int, w: Window, t0: float, t1: float) -> tupl
     of that stretch: the largest ``by_cause`` piece, the rank's largest state there."""
     cl = job.cards.get(card)
     if cl is None or not cl.by_cause_s:
-        why = "unknown: no stacks" if not job.ranks else "unknown: not the trainer's card"
+        why = causes.words(UNKNOWN) if not job.ranks else "unknown (not the trainer's card)"
         return UNKNOWN, None, why
     cause = max(cl.by_cause_s.items(), key=lambda kv: kv[1])[0]
     state = max(cl.by_state_s.items(), key=lambda kv: kv[1])[0] if cl.by_state_s else None
@@ -157,7 +146,7 @@ def cause_of(job: JobLedger, card: int, w: Window, t0: float, t1: float) -> tupl
                 who = f"rank {slow.rank}" if slow.rank is not None else f"pid {slow.pid}"
                 return cause, state, f"waiting for {who}"
         return cause, state, "waiting for another rank"
-    return cause, state, CAUSE_WORDS.get(cause, cause.replace("_", " "))
+    return cause, state, causes.words(cause)
 
 
 def explain(w: Window, card: int, t0: float, t1: float, util_min: float) -> Dip:
@@ -190,7 +179,7 @@ def recent_dips(data: ViewData, card: int, span_s: float = DIP_SPAN_S, limit: in
     out: list[Dip] = []
     for a, b, low in reversed(found[-limit:]):
         if b > settled:
-            out.append(Dip(card, a, b, low, PENDING, None, CAUSE_WORDS[PENDING]))
+            out.append(Dip(card, a, b, low, PENDING, None, PENDING_WORDS))
             continue
 
         def compute(a: float = a, b: float = b, low: float = low) -> Dip:

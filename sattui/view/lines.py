@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sattui.advisor import steps as step_seen
 from sattui.advisor.ledger import COMPUTE
@@ -40,6 +40,12 @@ from sattui.view import fmt
 from sattui.view.binning import Axis, bin_bits, bin_letters, bin_states, bin_values, state_seconds, typical_hold
 from sattui.view.dips import DIP_UTIL
 from sattui.view.grow import Group, share_rows
+
+if TYPE_CHECKING:
+    from sattui.model import CardSample, ProcSample
+    from sattui.view.data import ViewData
+
+Binned = tuple[list[float | None], list[float | None], list[float | None]]
 
 Run = tuple[str, str]
 Runs = tuple[Run, ...]
@@ -272,10 +278,10 @@ def axis_line(axis: Axis, cols: Columns, t_end: float, live: bool, label: str = 
 LOOKBACK_S = 5.0  # a sample just after t0 stands for time back before it
 
 
-def binned(data, kind: str, key, attr: str, axis: Axis):
+def binned(data: ViewData, kind: str, key: Hashable, attr: str, axis: Axis) -> Binned:
     """``(mins, means, maxs)`` of one attribute of one series over the axis, through the
     app's cache (rebinned once per quarter bucket, see ``ViewData.quantum``)."""
-    def compute():
+    def compute() -> Binned:
         samples = data.window(kind, key, axis.t0 - LOOKBACK_S)
         times = [s.t for s in samples]
         return bin_values(times, [getattr(s, attr) for s in samples], axis, typical_hold(times))
@@ -314,14 +320,14 @@ STEP_BLOCK_S = 120.0
 STEP_SETTLE_S = 10.0
 
 
-def _steps(data, pid: int, t0: float, sampled_s: float) -> dict[str, Any]:
+def _steps(data: ViewData, pid: int, t0: float, sampled_s: float) -> dict[str, Any]:
     # The steps begun in the window, found in the spans from a little before it (so the
     # first one has its start), measured as the report measures them.
     n, hist, seen = _steps_over(data, pid, t0, data.t_end + 1e-6)
     return step_seen.figures(n, hist, sampled_s, data.stack_rate_hz, seen)
 
 
-def _steps_over(data, pid: int, lo: float, hi: float) -> step_seen.Bin:
+def _steps_over(data: ViewData, pid: int, lo: float, hi: float) -> step_seen.Bin:
     """:func:`step_seen.over` of ``[lo, hi)``; the whole blocks in it settled long enough
     are counted once and kept (each from spans a little before and after it, so its first
     step has its start and its last phase sighting its end)."""
@@ -346,7 +352,7 @@ def _steps_over(data, pid: int, lo: float, hi: float) -> step_seen.Bin:
     return step_seen.merged(parts)
 
 
-def rank_steps(data, pid: int, t0: float) -> dict[str, Any]:
+def rank_steps(data: ViewData, pid: int, t0: float) -> dict[str, Any]:
     """One trainer process's steps over ``[t0, t_end]`` (sattui/advisor/steps.py figures()),
     counted again when the view has moved by 1/400 of its length (a window of an hour holds
     72,000 spans a rank)."""
@@ -358,13 +364,13 @@ def rank_steps(data, pid: int, t0: float) -> dict[str, Any]:
     return data.cache.get(("steps", pid, round(length, 3)), math.floor(data.t_end / (length / 400)), compute)
 
 
-def rank_strips(data, axis: Axis) -> list[RankStrip]:
+def rank_strips(data: ViewData, axis: Axis) -> list[RankStrip]:
     """A strip per sampled trainer process, in rank order: the state per bucket and the
     share of each state in the window."""
     out = []
     order = {pid: i for i, (pid, _) in enumerate(data.ranks)}
     for pid in sorted(data.stack_pids(axis.t0), key=lambda p: (order.get(p, len(order)), p)):
-        def compute(pid=pid):
+        def compute(pid: int = pid) -> tuple[tuple[str | None, ...], dict[str, float], dict[str, Any]]:
             spans = data.stack_spans_for(pid, axis.t0)
             secs = state_seconds(spans, axis.t0, data.t_end + 1e-6)
             secs.pop(State.STARTUP, None)
@@ -402,7 +408,7 @@ def _strip_value(st: RankStrip, width: int) -> str:
     return "  ".join(top + rate)
 
 
-def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True, room: int | None = None,
+def state_lines(data: ViewData, axis: Axis, cols: Columns, with_legend: bool = True, room: int | None = None,
                 pids: set[int] | None = None) -> list[Line]:
     """The main-thread state strip of each rank (one line each), and their legend.
 
@@ -446,7 +452,7 @@ def state_lines(data, axis: Axis, cols: Columns, with_legend: bool = True, room:
 
 # -- main screen ----------------------------------------------------------------------------
 
-def card_label(data, info: dict, width: int) -> Runs:
+def card_label(data: ViewData, info: dict, width: int) -> Runs:
     c = info.get("card")
     name = fmt.short_card_name(info.get("name"))
     runs: list[Run] = [(f"{c} ", "label")]
@@ -475,7 +481,7 @@ class CardLayout:
         return self.util_rows + self.sm_rows + self.power_rows + int(self.details)
 
 
-def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, selected: bool) -> list[Line]:
+def card_lines(data: ViewData, axis: Axis, cols: Columns, info: dict, layout: CardLayout, selected: bool) -> list[Line]:
     c = info["card"]
     key = f"card:{c}"
     mins, means, _ = binned(data, "card", c, "util", axis)
@@ -524,7 +530,7 @@ def card_lines(data, axis: Axis, cols: Columns, info: dict, layout: CardLayout, 
     return lines
 
 
-def card_details(data, info: dict, last, cols: Columns) -> Runs:
+def card_details(data: ViewData, info: dict, last: CardSample | None, cols: Columns) -> Runs:
     """``  mem ██████░░ 62.1/80.0G  285/300W  71°C  PCIe ↓3.1G/s ↑40M/s`` under a card's strip."""
     runs: list[Run] = [(" " * 2, "")]
     mem_used = last.mem_used if last else None
@@ -555,7 +561,7 @@ def card_details(data, info: dict, last, cols: Columns) -> Runs:
 ROLE_LABEL = {"main": "main", "worker": "worker", "pin": "pin", "compile": "compile", "other": "other"}
 
 
-def proc_label(s) -> str:
+def proc_label(s: ProcSample) -> str:
     role = f"rank{s.rank}" if s.role == "rank" and s.rank is not None else ROLE_LABEL.get(s.role, s.role)
     if s.role == "worker" and s.rank is not None:
         role = f"r{s.rank}.worker"
@@ -565,7 +571,7 @@ def proc_label(s) -> str:
 PROC_HEAD = f"{'st':<3}{'cores':<5}{'rss':>6}{'read':>8}"
 
 
-def proc_value(data, last, cols: Columns) -> Runs:
+def proc_value(data: ViewData, last: ProcSample, cols: Columns) -> Runs:
     """``S  0.12   3.2G    0B/s`` under :data:`PROC_HEAD`, column for column."""
     if data.proc_gone(last):
         return (("gone", "dim"),)
@@ -581,7 +587,7 @@ def cpu_style(v: float) -> str:
     return "cpu-hot" if v >= 0.9 else "cpu"
 
 
-def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None,
+def proc_lines(data: ViewData, axis: Axis, cols: Columns, limit: int | None = None,
                cpu_rows: dict[int, int] | None = None) -> list[Line]:
     """The process list: a head, then each process alive with its CPU chart (one row, or
     ``cpu_rows[pid]`` rows where the screen has room). ``limit``: lines after the head."""
@@ -621,7 +627,7 @@ def proc_lines(data, axis: Axis, cols: Columns, limit: int | None = None,
 PROCS_MIN = 2  # the process list's head and one line
 
 
-def _reports(data, card: int, attr: str, axis: Axis) -> bool:
+def _reports(data: ViewData, card: int, attr: str, axis: Axis) -> bool:
     """Does the card report ``attr`` in this window (a chart of it would not be blank)?"""
     return any(v is not None for v in binned(data, "card", card, attr, axis)[1])
 
@@ -638,14 +644,14 @@ def rows_below(peak: float, scale: float, most: int = 64) -> int:
     return n
 
 
-def _peak(data, kind: str, key, attr: str, axis: Axis) -> float:
+def _peak(data: ViewData, kind: str, key: Hashable, attr: str, axis: Axis) -> float:
     return max((v for v in binned(data, kind, key, attr, axis)[1] if v is not None), default=0.0)
 PROCS_FIRST = 6  # processes listed before the charts grow (the rest, once they have)
 UTIL_ROWS_FIRST = 4  # a card's utilization chart grows to this before more processes are listed
 UTIL_ROWS_MAX = 8
 
 
-def main_lines(data, axis: Axis, cols: Columns, height: int | None, selected_card: int | None,
+def main_lines(data: ViewData, axis: Axis, cols: Columns, height: int | None, selected_card: int | None,
                advice_want: int = 0) -> list[Line]:
     """The main screen's chart: cards, the state strip right under them (so a dip and a
     data wait stand one above the other), the time axis, the processes.
@@ -769,7 +775,7 @@ def mark_line(axis: Axis, cols: Columns, span: tuple[float, float]) -> Line | No
     return Line(label=text("  ▔ that dip", "warn"), body=(((" " * lo), ""), ("▔" * (hi - lo + 1), "warn")))
 
 
-def card_screen_lines(data, axis: Axis, cols: Columns, card: int, room: int | None,
+def card_screen_lines(data: ViewData, axis: Axis, cols: Columns, card: int, room: int | None,
                       mark: tuple[float, float] | None = None) -> list[Line]:
     """Every metric of one card, its clock-event reasons, the state strip, the processes.
 
@@ -823,8 +829,8 @@ def card_screen_lines(data, axis: Axis, cols: Columns, card: int, room: int | No
     return lines + tail + procs
 
 
-def clock_reason_lines(data, axis: Axis, cols: Columns, card: int) -> list[Line]:
-    def compute():
+def clock_reason_lines(data: ViewData, axis: Axis, cols: Columns, card: int) -> list[Line]:
+    def compute() -> dict[int, list[bool]] | None:
         samples = data.window("card", card, axis.t0 - LOOKBACK_S)
         masks = [s.clock_reasons for s in samples]
         if all(m is None for m in masks):
@@ -849,7 +855,7 @@ def clock_reason_lines(data, axis: Axis, cols: Columns, card: int) -> list[Line]
     return out
 
 
-def card_proc_lines(data, axis: Axis, cols: Columns, last) -> list[Line]:
+def card_proc_lines(data: ViewData, axis: Axis, cols: Columns, last: CardSample | None) -> list[Line]:
     head = Line(full=text(fit("processes on this card (device memory, from the vendor)", cols.width), "head"))
     if last is None or last.procs is None:
         return [head, Line(full=text("  n/a (the vendor gives no process list)", "nodata"))]
@@ -898,7 +904,7 @@ def worker_doing(looks: Sequence[Any], width: int) -> tuple[Runs, Runs] | None:
     return text(fit(body, width), "dim"), text(WORKER_DOING.get(str(last.state), str(last.state)), "value")
 
 
-def worker_screen_lines(data, axis: Axis, cols: Columns, height: int | None = None) -> list[Line]:
+def worker_screen_lines(data: ViewData, axis: Axis, cols: Columns, height: int | None = None) -> list[Line]:
     """Every process of the trainer's tree: its CPU, kernel state, what its stacks say it
     does, its I/O. ``height``: the rows there are; what the least layout leaves goes to
     the processes' CPU charts, then to their read and write charts (:func:`share_rows`)."""
@@ -928,7 +934,7 @@ def worker_screen_lines(data, axis: Axis, cols: Columns, height: int | None = No
         _, rd, _ = binned(data, "proc", pid, "read_Bps", axis)
         _, wr, _ = binned(data, "proc", pid, "write_Bps", axis)
 
-        def letters_of(pid=pid):
+        def letters_of(pid: int = pid) -> list[str | None]:
             samples = data.window("proc", pid, t0)
             times = [s.t for s in samples]
             return bin_letters(times, [s.state for s in samples], axis, typical_hold(times))

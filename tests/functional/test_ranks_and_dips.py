@@ -155,7 +155,7 @@ async def test_the_card_screen_lists_the_recent_dips_with_their_cause():
         lst = app.screen.query_one(DipList)
         assert lst.has_focus and lst.highlighted == 0
         first = str(lst.get_option_at_index(0).prompt)
-        assert "1:28" in first and "data wait; both workers at" in first and "% CPU" in first
+        assert "1:28" in first and "data wait, both workers at" in first and "% CPU" in first
 
 
 async def test_enter_on_a_dip_moves_the_replay_cursor_to_it():

@@ -81,7 +81,7 @@ def test_a_dip_in_a_data_wait_with_busy_workers_names_their_cpu():
     spans(k, PID, lambda t: "data_wait" if waiting(t) else "forward")
     d = dip_of(k)
     assert d.cause == "worker_busy" and d.state == "data_wait"
-    assert d.detail == "data wait; both workers at 96% CPU"
+    assert d.detail == "data wait, both workers at 96% CPU"
     assert d.length_s == pytest.approx(2.0) and d.card == 0
 
 
@@ -109,7 +109,7 @@ def test_a_rank_in_a_collective_waits_for_the_rank_that_computes():
 def test_a_dip_without_stacks_is_unknown():
     k = TL().cards(t0=0.5, t1=60.5, fn=util_during_waits()).main(cpu=0.5)
     d = dip_of(k)
-    assert (d.cause, d.detail) == ("unknown", "unknown: no stacks")
+    assert (d.cause, d.detail) == ("unknown", "unknown (no stacks)")
 
 
 def test_the_cause_follows_the_evidence_not_a_fixed_answer():
