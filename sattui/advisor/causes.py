@@ -113,7 +113,7 @@ CAUSES: tuple[Cause, ...] = (
     Cause("straggler", "waiting for another rank", "straggler"),
     Cause("comm_bound", "collectives (communication)", "comm_bound", fix=FIX_COMM),
     Cause("host_sync_stall", "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
-    Cause(IDLE, "asleep, or waiting on something unknown", None),
+    Cause(IDLE, "sleeping, or waiting on something unknown", None),
     Cause("host_overhead_bound", "launch / host overhead (the rank computes)", "host_overhead_bound",
           fix=FIX_OVERHEAD, on_card_only=True),
     Cause(UNKNOWN, "unknown (no stacks)", "starved_unattributed", on_card_only=True),

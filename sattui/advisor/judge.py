@@ -106,6 +106,7 @@ class Judge:
         self.ledger = JobLedger()
         # each bin's weight and cause shares, in time order: the whole run's intervals
         self.bin_rows: list[tuple[float, dict[str, float]]] = []
+        self._whole_run: dict[str, ShareInterval | None] = {}  # read after the last bin
         self.advisor = Advisor(self.ctx, window_s=window_s, long_window_s=long_window_s, warmup_s=warmup_s,
                                on_ledger_bin=self._closed_bin)
         self.settings = {"every_s": every_s, "window_s": window_s, "long_window_s": long_window_s,
@@ -128,13 +129,17 @@ class Judge:
         row = j.bin_weight_shares()
         if row[0] > 0.0:
             self.bin_rows.append(row)
+            self._whole_run.clear()
 
     def whole_run_interval(self, cause: str) -> ShareInterval | None:
-        """A cause's share of the whole run's ledger, with its interval."""
-        stream = ShareStream()
-        for w, shares in self.bin_rows:
-            stream.add(shares.get(cause, 0.0), w)
-        return stream.interval()
+        """A cause's share of the whole run's ledger, with its interval (each cause's
+        stream read once over the run's bins, however many findings ask)."""
+        if cause not in self._whole_run:
+            stream = ShareStream()
+            for w, shares in self.bin_rows:
+                stream.add(shares.get(cause, 0.0), w)
+            self._whole_run[cause] = stream.interval()
+        return self._whole_run[cause]
 
     def add(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -272,8 +273,12 @@ class Advisor:
         self.ledger_s = 0.0  # the longest rank's or card's settled seconds in the latest ledger window
         self._events_seen_t = 0.0
         self.last_windows: tuple[Window, Window] | None = None  # of the latest evaluate (for callers' views)
-        # each settled bin's weight and cause shares, computed once (sequential.py's observations)
-        self._bin_shares: dict[int, tuple[float, dict[str, float]]] = {}
+        # the ledger window's settled bins (bin, weight, cause shares), oldest first, and each
+        # cause's interval stream over them (sequential.py's observations), sliding with it
+        self._rows: deque[tuple[int, float, dict[str, float]]] = deque()
+        self._streams: dict[str, ShareStream] = {}
+        self._present: Counter[str] = Counter()  # the window's bins each cause is in
+        self._next_bin = -(10**9)  # the first bin not yet read
         self.intervals: dict[str, ShareInterval] = {}  # of the latest evaluation, by ledger cause
 
     def windows(self, timeline: Timeline, t_now: float) -> tuple[Window, Window]:
@@ -297,26 +302,48 @@ class Advisor:
 
     def _cause_intervals(self, t0: float, t1: float) -> dict[str, ShareInterval]:
         """Each ledger cause's share over the ledger window's settled bins, with its
-        interval (the bins' own shares are the observations)."""
+        interval (the bins' own shares are the observations).
+
+        The streams slide with the window: a settled bin is added once and dropped once
+        (an evaluation costs what the new bins cost, not the window), and a cause seen for
+        the first time gets a stream of the window's bins so far. A bin is read when it
+        has settled, and a settled bin never changes."""
         lo, hi = math.floor(t0), math.floor(t1)
-        for b in [b for b in self._bin_shares if b < lo]:
-            del self._bin_shares[b]
-        rows: list[tuple[float, dict[str, float]]] = []
-        for b in range(lo, hi):
-            got = self._bin_shares.get(b)
-            if got is None:
-                j = self.book.bin(b)
-                if j is None:
-                    continue
-                got = self._bin_shares[b] = j.bin_weight_shares()
-            if got[0] > 0.0:
-                rows.append(got)
-        causes = {c for _, sh in rows for c in sh}
+        rows = self._rows
+        if rows and rows[0][0] < lo or self._next_bin > hi:
+            if self._next_bin > hi:  # the window went back (a new Judge would): start again
+                rows.clear()
+                self._streams.clear()
+                self._present.clear()
+                self._next_bin = lo
+            while rows and rows[0][0] < lo:
+                _b, _w, gone = rows.popleft()
+                for stream in self._streams.values():
+                    stream.drop_oldest()
+                for c in gone:
+                    self._present[c] -= 1
+                    if self._present[c] <= 0:  # no longer in the window: no interval, no stream
+                        del self._present[c]
+                        del self._streams[c]
+        for b in range(max(lo, self._next_bin), hi):
+            j = self.book.bin(b)
+            if j is None:
+                continue
+            w, shares = j.bin_weight_shares()
+            if w <= 0.0:
+                continue
+            for c in shares:
+                if c not in self._streams:
+                    stream = self._streams[c] = ShareStream()
+                    for _b, w0, _sh in rows:
+                        stream.add(0.0, w0)
+            for c, stream in self._streams.items():
+                stream.add(shares.get(c, 0.0), w)
+            self._present.update(shares.keys())
+            rows.append((b, w, shares))
+        self._next_bin = max(self._next_bin, hi)
         out = {}
-        for c in causes:
-            stream = ShareStream()
-            for w, sh in rows:
-                stream.add(sh.get(c, 0.0), w)
+        for c, stream in self._streams.items():
             iv = stream.interval()
             if iv is not None:
                 out[c] = iv

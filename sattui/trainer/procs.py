@@ -871,7 +871,7 @@ class ProcessTree:
         # that share its command line until they exec).
         launcher_child = finder is not None and parent is not None and parent.pid == self.pid
         parent_role = "other" if launcher_child else parent.role if parent else None
-        if parent is not None and parent.starts_ranks == "other":
+        if not launcher_child and parent is not None and parent.starts_ranks == "other":
             # mp.spawn's waiting parent reads "other" once one rank showed _wrap; a sibling
             # still importing is a rank to tell yet, as it was under a "main" parent
             parent_role = "main"

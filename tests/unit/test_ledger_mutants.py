@@ -183,16 +183,16 @@ def test_the_stragglers_finding_in_full():
     (f,) = rl.straggler(_judged(k))
     assert f.rank == 1 and f.impact == pytest.approx(0.4356, abs=1e-4)
     assert f.summary == ("the other ranks wait for rank 1 87% of their time more than it waits for them "
-                         "(87%–87%, 95 %); its own time goes to sleeping / waiting on something unknown")
+                         "(87%–87%, 95 %); its own time goes to sleeping, or waiting on something unknown")
     # (every bin the same: the interval has no width and no effective count of bins)
     assert f.evidence == {"share": 0.4356, "rank_shares": {"rank 0": 0.871, "rank 1": 0.0}, "slow": "rank 1",
                           "wait_shares": {"rank 0": 0.871, "rank 1": 0.0},
-                          "slow_rank_own": "sleeping / waiting on something unknown", "slow_rank_own_share": 0.654,
+                          "slow_rank_own": "sleeping, or waiting on something unknown", "slow_rank_own_share": 0.654,
                           "collective_shares": {"rank 0": 0.123, "rank 1": 0.0}, "wait_gap": 0.871,
                           "wait_gap_interval": [0.871, 0.871], "asymmetric_interval": [0.4356, 0.4356],
                           "effective_bins": None}
     assert f.fix.startswith("The other ranks wait for rank 1 at every gradient all-reduce. Look at what rank 1 does "
-                            "that the others do not: its own time goes to sleeping / waiting on something unknown.")
+                            "that the others do not: its own time goes to sleeping, or waiting on something unknown.")
 
 
 @pytest.mark.parametrize(("shares", "summary", "evidence", "fix_first"), [

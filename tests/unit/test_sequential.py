@@ -91,8 +91,8 @@ def test_time_to_decide_at_ninety_and_thirty_percent():
 
 def test_false_alarms_of_exponential_waits_of_a_second():
     # Longer irregular waits are the hard case of both intervals (few, skewed pieces): the
-    # bins' alone gave 1.45 % at α = 0.02; with the cycles' interval beside it (each at α/2)
-    # about 1.3 %. Bounded here so a change that makes it worse shows.
+    # bins' alone gave 1.45 % at α = 0.02; with the cycles' interval beside it (α shared
+    # out 0.015 / 0.005) about 1.4 %. Bounded here so a change that makes it worse shows.
     rate, _ = _run(0.19, 0.20, 1.0, 2_000)
     assert rate <= 0.016, rate
 

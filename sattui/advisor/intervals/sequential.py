@@ -32,8 +32,9 @@ simulation output analysis: each episode (a run of bins holding the state) start
 that ends where the next one starts; cycles are independent when the episodes recur as a
 renewal process, and the share is the ratio ΣD / ΣC of the cycles' seconds in the state D
 to their lengths C, with variance Σ(D − m C)² / (ΣC)² (the delta method). Each interval
-is taken at α/2 and the two are intersected: at every look, both hold but with
-probability 1 − α (Bonferroni), whichever of them is the narrower.
+is taken at its part of α (the bins' 0.015, the cycles' 0.005) and the two are
+intersected: at every look, both hold but with probability 1 − α (Bonferroni), whichever
+of them is the narrower.
 
 Tested on simulated autocorrelated streams (tests/unit/test_sequential.py): at a true share
 just under a threshold, the lower bound crosses it in at most 1 % of 10,000 two-minute
@@ -47,7 +48,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ALPHA = 0.02            # two-sided: each side errs at most ~1 % over all looks …
-ALPHA_EACH = ALPHA / 2  # … shared by the bins' interval and the cycles' (Bonferroni)
+# … shared by the bins' interval and the cycles' (Bonferroni): most to the bins', which
+# decides nearly every cause; the cycles' is narrow where it applies at all
+ALPHA_BINS = 0.015
+ALPHA_CYCLES = ALPHA - ALPHA_BINS
 TIGHT_AT_N = 8.0        # effective bins where the sequence is tightest
 PRIOR_BINS = 1.0        # weight of the prior variance
 PRIOR_VAR = 0.25        # a share's worst case: bins all-or-nothing at m = 0.5
@@ -61,15 +65,17 @@ PRIOR_CYCLE_VAR_S2 = 0.25  # one all-or-nothing second's variance, D − mC in s
 PRIOR_CYCLES = 1.0      # … with the weight of one cycle
 MAX_CYCLE_CV = 0.25     # … and only while their lengths and seconds held vary by less than this
 
-_LOG_TERM = -2.0 * math.log(ALPHA_EACH)
-_RHO2 = (_LOG_TERM + math.log(_LOG_TERM + 1.0)) / TIGHT_AT_N
+def _rho2(alpha: float) -> float:
+    log_term = -2.0 * math.log(alpha)
+    return (log_term + math.log(log_term + 1.0)) / TIGHT_AT_N
 
 
-def cs_factor(n_eff: float) -> float:
-    """The half-width over σ̂ after ``n_eff`` effective observations."""
+def cs_factor(n_eff: float, alpha: float = ALPHA_BINS) -> float:
+    """The half-width over σ̂ after ``n_eff`` effective observations, at level ``alpha``."""
     n = max(n_eff, 1.0)
-    a = n * _RHO2 + 1.0
-    return math.sqrt(2.0 * a / (n * n * _RHO2) * math.log(math.sqrt(a) / ALPHA_EACH))
+    rho2 = _rho2(alpha)
+    a = n * rho2 + 1.0
+    return math.sqrt(2.0 * a / (n * n * rho2) * math.log(math.sqrt(a) / alpha))
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,7 @@ class CycleSums:
         m = self.sd / self.sc
         ss = max(0.0, self.sdd - 2.0 * m * self.sdc + m * m * self.scc)
         var_z = (ss + PRIOR_CYCLES * PRIOR_CYCLE_VAR_S2) / (k + PRIOR_CYCLES)
-        hw = math.sqrt(var_z) / mean_c * cs_factor(float(k))
+        hw = math.sqrt(var_z) / mean_c * cs_factor(float(k), ALPHA_CYCLES)
         return m - hw, m + hw, k
 
 
