@@ -53,8 +53,9 @@ Known limits:
   for display and for matching NVML's host pids.
 * An ``mp.spawn`` rank is told from a spawned worker by its stack, so only when stacks
   are sampled (``stack_probe``; not with ``--no-stacks``): without, one that owns no
-  DataLoader workers stays ``worker``. Each undecided child is looked at once a tick,
-  at most ``SPAWN_PROBES`` times.
+  DataLoader workers stays ``worker``. Each undecided spawned child (its command line
+  has spawn's marker; a forked one is never looked at) is looked at once a tick, at most
+  ``SPAWN_PROBES`` times.
 * Environment is the one a process started with (``/proc/PID/environ``).
 
 Why ``/proc`` is parsed here instead of through psutil getters: one read of
@@ -612,6 +613,10 @@ class ProcessTree:
             parent = members.get(m.ppid) if m.ppid is not None else None
             if (self.stack_probe is None or not m.fallback or m.trainer or m.spawn_rank
                     or m.name == WORKER_COMM or m.probes >= SPAWN_PROBES
+                    # only a spawned child can be an mp.spawn rank; a forked one (its
+                    # parent's command line) is a worker or the trainer's own helper, and a
+                    # py-spy dump a tick for each of 64 of them cost the ticks themselves
+                    or not any(mk in _joined(m.cmdline) for mk in _SPAWN_MARKERS)
                     or parent is None
                     or (parent.role not in ("main", "rank") and parent.starts_ranks != "other")):
                 continue
