@@ -10,6 +10,16 @@ import random
 from sattui.advisor.intervals.sequential import MIN_BINS, ShareStream, share_interval
 
 
+def _spread(bins: list[float], a: float, z: float) -> None:
+    """Adds the seconds of ``[a, z)`` to the one-second bins they fall in (cut at the end)."""
+    z = min(float(len(bins)), z)
+    while a < z:
+        b = int(a)
+        e = min(z, b + 1.0)
+        bins[b] += e - a
+        a = e
+
+
 def _bins(rng: random.Random, share: float, wait_mean_s: float, seconds: int) -> list[float]:
     """One stream's per-second shares of the waiting state: alternating exponential runs
     with the given mean wait, the working runs' mean set so the long-run share is ``share``."""
@@ -19,12 +29,7 @@ def _bins(rng: random.Random, share: float, wait_mean_s: float, seconds: int) ->
     while t < seconds:
         d = rng.expovariate(1.0 / (wait_mean_s if waiting else work_mean_s))
         if waiting:
-            a, z = t, min(float(seconds), t + d)
-            while a < z:
-                b = int(a)
-                e = min(z, b + 1.0)
-                bins[b] += e - a
-                a = e
+            _spread(bins, t, t + d)
         t += d
         waiting = not waiting
     return bins
@@ -38,12 +43,7 @@ def _periodic(rng: random.Random, share: float, period_s: float, jitter: float, 
     t = rng.uniform(0.0, period_s)
     while t < seconds:
         stall = share * period_s * rng.uniform(1 - jitter, 1 + jitter)
-        a, z = t, min(float(seconds), t + stall)
-        while a < z:
-            b = int(a)
-            e = min(z, b + 1.0)
-            bins[b] += e - a
-            a = e
+        _spread(bins, t, t + stall)
         t += period_s * rng.uniform(1 - jitter, 1 + jitter)
     return bins
 
