@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
 from sattui.advisor.causes import CAUSE_WORDS, RULE_CAUSE
 from sattui.advisor.context import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
+from sattui.advisor.intervals.change import PhaseChange, find_change
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
 from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_ledger import SHOWN_FROM
@@ -280,6 +281,10 @@ class Advisor:
         self._present: Counter[str] = Counter()  # the window's bins each cause is in
         self._next_bin = -(10**9)  # the first bin not yet read
         self.intervals: dict[str, ShareInterval] = {}  # of the latest evaluation, by ledger cause
+        # the latest change of phase seen (intervals/change.py): the ledger window starts
+        # at it, so the new phase is judged on its own bins
+        self.phase_t0 = 0.0
+        self.phase_change: PhaseChange | None = None
 
     def windows(self, timeline: Timeline, t_now: float) -> tuple[Window, Window]:
         start = self.warmup_s
@@ -291,13 +296,19 @@ class Advisor:
         """The Window the ledger's rules read, with the ledger of its settled bins."""
         settled = self._settled(timeline, w, t_now)
         self.book.update(w, wl, settled)
-        lw = Window(timeline, self.ctx, max(t_now - self.ledger_window_s, self.warmup_s), t_now, binner=self._binner,
-                    like=w)
+        t0 = max(t_now - self.ledger_window_s, self.warmup_s, self.phase_t0)
+        self.intervals = self._cause_intervals(t0, settled)
+        change = find_change([(bw, shares) for _b, bw, shares in self._rows])
+        if change is not None:
+            self.phase_change = change
+            self.phase_t0 = self._rows[change.at][0] * BIN_S
+            t0 = max(t0, self.phase_t0)
+            self.intervals = self._cause_intervals(t0, settled)
+        lw = Window(timeline, self.ctx, t0, t_now, binner=self._binner, like=w)
         job = self.book.window(lw.t0, settled, gpu_job=w.gpu_job)
         self.ledger_s = max([r.wall_s for r in job.ranks.values()] + [c.wall_s for c in job.cards.values()],
                             default=0.0)
         lw.ledger = job if self.ledger_s > 0.0 and self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
-        self.intervals = self._cause_intervals(lw.t0, settled)
         return lw
 
     def _cause_intervals(self, t0: float, t1: float) -> dict[str, ShareInterval]:
@@ -485,8 +496,12 @@ class Advisor:
                 lo, hi = iv.around(lead.impact)
                 ev["leading_ci"] = [round(lo, 4), round(hi, 4)]
                 ev["ledger_s"] = round(iv.seconds, 1)
+                since = "after"
+                if self.phase_change is not None and self.phase_t0 > t_now - self.ledger_window_s:
+                    ev["phase_from_t"] = round(self.phase_t0, 1)
+                    since = "in the new phase's"
                 return no_data(t_now, f"judging: {words} leads, {lo * 100:.0f}–{hi * 100:.0f} % "
-                                      f"after {iv.seconds:.0f} s", ev)
+                                      f"{since} {iv.seconds:.0f} s", ev)
             return no_data(t_now, f"judging: {words} leads ({lead.impact * 100:.0f} %), gathering evidence", ev)
         if lw.ledger is None and w.judged_pids:
             ev["ledger_s"] = round(self.ledger_s, 1)

@@ -141,8 +141,10 @@ class ShareStream:
         self.swxx -= w * x * x
         self.sx -= x
 
-    def interval(self) -> ShareInterval | None:
-        """None with fewer than :data:`MIN_BINS` bins or :data:`MIN_PIECES` pieces."""
+    def interval(self, alpha: float = ALPHA_BINS, cycles: bool = True) -> ShareInterval | None:
+        """None with fewer than :data:`MIN_BINS` bins or :data:`MIN_PIECES` pieces.
+        ``alpha``: the bins' interval's level; ``cycles``: intersect it with the cycles'
+        (at :data:`ALPHA_CYCLES`; the two levels add up)."""
         n = self.n
         if n < MIN_BINS or self.pieces < MIN_PIECES or self.sw <= 0.0:
             return None
@@ -161,9 +163,9 @@ class ShareStream:
         # Nor can more observations be claimed than the pieces seen: four bins of one
         # unbroken wait are one wait, however long.
         n_eff = min(n * (1.0 - rho) / (1.0 + rho), float(self.pieces))
-        hw = math.sqrt(var) * cs_factor(n_eff)
+        hw = math.sqrt(var) * cs_factor(n_eff, alpha)
         lo, hi = m - hw, m + hw
-        by_cycles = self.cycles.interval()
+        by_cycles = self.cycles.interval() if cycles else None
         if by_cycles is not None:
             c_lo, c_hi, k = by_cycles
             if max(lo, c_lo) <= min(hi, c_hi):
