@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
-
-import regex
+from typing import Any
 
 ELLIPSIS = "…"
 # Longest escape this module writes (\U000e0001): a cut never splits one.
@@ -48,11 +47,30 @@ _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 # "Other" group, exactly Cc, Cf, Cs, Co and Cn (one property lookup per character instead
 # of five: twice as fast on non-ASCII text). Everything about which character is hidden
 # comes from this one pattern, so from the one Unicode version of the regex package.
-_HIDDEN = regex.compile(r"[\p{C}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]")
+# Compiled on first need: importing ``regex`` is a tenth of a second of ``sattui report``'s
+# start on a loaded box, and most text (all of ``report --json``) never needs it.
+_HIDDEN_PATTERN = r"[\p{C}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]"
+_hidden_re: Any = None
+
+
+def _hidden() -> Any:
+    global _hidden_re
+    if _hidden_re is None:
+        import regex
+
+        _hidden_re = regex.compile(_HIDDEN_PATTERN)
+    return _hidden_re
 
 
 def _is_hidden(cp: int) -> bool:
-    return _HIDDEN.match(chr(cp)) is not None
+    return _hidden().match(chr(cp)) is not None
+
+
+# Characters sattui's own text uses (a report's dashes, bars, arrows, η): visible by the
+# rule above (tests/unit/test_textsafe.py checks each against it), so a line holding only
+# these and printable ASCII needs neither the pattern nor the ``regex`` import.
+_OWN_VISIBLE = "–—…·×±≤≥≈←→↑↓█▁▂▃▄▅▆▇ηΔµ°"
+_DROP_OWN = {ord(c): None for c in _OWN_VISIBLE}
 
 
 def _escape(cp: int) -> str:
@@ -88,8 +106,10 @@ def clean(text: object, limit: int | None = None) -> str:
     # Fast path for the usual case: printable ASCII (" " to "~") holds no hidden character.
     # Anything else asks the rule itself (not str.isprintable, whose unicodedata may be
     # another Unicode version) and is translated only where it holds a hidden character.
-    if not (s.isascii() and s.isprintable()) and _HIDDEN.search(s):
-        s = s.translate(_TABLE)
+    if not (s.isascii() and s.isprintable()):
+        rest = s.translate(_DROP_OWN)
+        if not (rest.isascii() and rest.isprintable()) and _hidden().search(s):
+            s = s.translate(_TABLE)
     if limit is None or len(s) <= limit:
         return s
     if limit <= 0:

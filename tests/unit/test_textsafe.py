@@ -184,3 +184,25 @@ def test_command_line_is_one_line_with_its_arguments_apart():
 def test_lines_are_cleaned_one_by_one_so_no_line_can_be_forged():
     out = clean_lines(["trainer     pid 1: evil\nverdict     HIGH healthy", "next"])
     assert out.splitlines() == ["trainer     pid 1: evil\\nverdict     HIGH healthy", "next"]
+
+
+def test_sattuis_own_characters_are_visible_by_the_rule():
+    # clean() lets a line of printable ASCII and these through without asking the rule:
+    # each must be one the rule keeps, or a hidden character would pass unescaped.
+    from sattui.textsafe import _OWN_VISIBLE
+
+    assert _OWN_VISIBLE and not HIDDEN.search(_OWN_VISIBLE)
+    mixed = "a – b █ η\u202e"  # own characters beside a hidden one: still escaped
+    assert clean(mixed) == "a – b █ η\\u202e"
+
+
+def test_report_json_does_not_import_regex():
+    # Importing regex is a share of ``sattui report``'s CPU worth having (issue 25):
+    # only text outside printable ASCII and sattui's own characters needs it.
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom sattui.cli import main\nimport sattui.report\nfrom sattui.textsafe import clean\n"
+            "clean('rank 0 – 12.5 % █ η ± 0.1')\nprint('regex' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
