@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -280,16 +282,42 @@ def _hog(cpu: int) -> subprocess.Popen:
     return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
 
 
+def _hogs_once_training(truth: Path, cpu: int, n: int, hogs: list[subprocess.Popen], started_wall: list[float],
+                        stop: threading.Event) -> threading.Thread:
+    """``n`` busy processes on ``cpu`` from the trainer's first truth line (its loop's
+    start) on: its imports then run at a whole core's speed, not a third of one (~10 s
+    saved on CI), and every judged second still has them."""
+    def start() -> None:
+        while not stop.is_set():
+            if truth.exists():
+                hogs.extend(_hog(cpu) for _ in range(n))
+                started_wall.append(time.time())
+                return
+            time.sleep(0.05)
+
+    th = threading.Thread(target=start, daemon=True)
+    th.start()
+    return th
+
+
 def test_oversubscribed_host(tmp_path):
     # The trainer pinned to CPU 1 (taskset), two busy processes pinned there too: its
     # main thread is runnable most of the time but gets about a third of the core.
-    hogs = [_hog(1), _hog(1)]
+    hogs: list[subprocess.Popen] = []
+    hogs_started_wall: list[float] = []
+    stop = threading.Event()
+    starter = _hogs_once_training(tmp_path / "truth.jsonl", 1, 2, hogs, hogs_started_wall, stop)
     try:
         rep, lines, rec = run_phase_trainer(tmp_path, 40, "--width", "1024", prefix=("taskset", "-c", "1"))
     finally:
+        stop.set()
+        starter.join()
         for h in hogs:
             h.kill()
             h.wait()
+    assert len(hogs) == 2, "the busy processes never started"
+    # they were there from the loop's first second: every step judged shared the core
+    assert hogs_started_wall[0] - lines[0]["wall"] <= 1.0, (hogs_started_wall, lines[0])
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
