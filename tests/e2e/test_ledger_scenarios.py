@@ -398,9 +398,11 @@ def test_ddp_straggler_waits_inside_backward(tmp_path):
     out = tmp_path / "run.jsonl"
     # DistributedDataParallel over gloo: rank 1 sleeps 0.1 s between forward and backward
     # every step, so rank 0 waits for its gradients inside loss.backward() — no
-    # collective frame on rank 0's main thread, only its own CPU falling idle.
+    # collective frame on rank 0's main thread, only its own CPU falling idle. 210 steps:
+    # a 260-step run of a loaded box (35 s recorded), cut at 30 s and at 25 s, was still
+    # straggler rank 1 high on every evaluation, decided 3 s after the warm-up.
     record(out, *_torchrun(), "--standalone", "--nproc_per_node=2", "-m", "sattui.demo.ddp_trainer", "--ddp",
-           "--steps", "260", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
+           "--steps", "210", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
     rep = report(out)
     truths = {r: read_lines(Path(f"{prefix}.rank{r}")) for r in (0, 1)}
     for r, lines in truths.items():
