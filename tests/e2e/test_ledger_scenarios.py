@@ -22,7 +22,7 @@ the scenario's cause at that share — the headline is whichever of the two is l
 (by more than the tolerance; either when they are close). Every other cause stays
 below medium.
 
-CPU only, 2 cores: six recordings of 35–45 s of training; the whole file takes about
+CPU only, 2 cores: seven recordings of 14–40 s of training; the whole file takes about
 6 minutes alone (longer on a loaded machine, where the imports are slower).
 """
 

@@ -12,7 +12,8 @@ with ``sattui report --json`` and checks it against
   ``next(loader)``, in checkpoint saves, in ``all_reduce`` …), within ±0.10 for shares
   and ±25 % for periods, as §4.1 asks.
 
-CPU only, 2 cores: the whole file takes about 4.5 minutes (six recordings of 35-55 s).
+CPU only, 2 cores: the whole file takes about 4.5 minutes (five recordings of 31-40 s of
+training; S01 and S03 shared with test_record_cli.py).
 """
 
 from __future__ import annotations
