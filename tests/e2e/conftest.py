@@ -197,3 +197,100 @@ def demo_trainer_run(tmp_path_factory):
         return runs[key]
 
     return get
+
+
+# The input-bound demo under ``sattui record --metrics … --webhook …`` with a Slurm job in
+# its environment: test_metrics_first_scrape.py judges the exporter's pages from the first
+# scrape on, test_notify_labels_live.py the job's labels and the webhook's messages.
+EXPORTER_TRAINER_S = 30
+EXPORTER_SLURM_JOB = "880011"
+
+
+class WebHook:
+    """A real HTTP server on 127.0.0.1 keeping every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies: list[dict] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                n = int(self.headers.get("Content-Length") or 0)
+                outer.bodies.append(json.loads(self.rfile.read(n)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *a) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@dataclass(frozen=True)
+class ExporterRun:
+    """A finished ``sattui record --metrics --webhook -- python -m sattui.demo.trainer``."""
+
+    code: int | None          # sattui's exit status
+    said: str                 # what sattui wrote (stdout and stderr)
+    pages: list               # [(wall clock, {family: samples})], every page that answered, in order
+    born: dict                # pid -> wall-clock start, of every process seen below sattui
+    bodies: list              # the JSON bodies the webhook got
+    out: Path                 # the recording
+
+
+@pytest.fixture(scope="session")
+def exporter_run(tmp_path_factory) -> ExporterRun:
+    """Scraped over HTTP every 0.5 s from sattui's start to its end."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.prom import free_port
+
+    need_trainer_tools()
+    tmp = tmp_path_factory.mktemp("exporter")
+    hook = WebHook()
+    port = free_port()
+    out = tmp / "run.jsonl"
+    env = {**os.environ, "SLURM_JOB_ID": EXPORTER_SLURM_JOB, "SLURM_JOB_NAME": "demo-input", "SLURM_PROCID": "0"}
+    log = open(tmp / "sattui.log", "wb")
+    p = subprocess.Popen(sattui_cmd("record", "-o", str(out), "--duration", "90", "--metrics", f"127.0.0.1:{port}",
+                                    "--webhook", hook.url, "--", sys.executable, "-m", "sattui.demo.trainer",
+                                    "--scenario", "input_bound", "--seconds", str(EXPORTER_TRAINER_S)),
+                         cwd=REPO, stdout=log, stderr=log, env=env)
+    pages: list[tuple[float, dict]] = []
+    born: dict[int, float] = {}
+    code = None
+    try:
+        sattui = psutil.Process(p.pid)
+        deadline = time.monotonic() + EXPORTER_TRAINER_S + 45
+        while p.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    text = r.read().decode()
+                pages.append((time.time(), {f.name: f.samples for f in text_string_to_metric_families(text)}))
+            except OSError:
+                pass
+            try:
+                for c in sattui.children(recursive=True):
+                    born.setdefault(c.pid, c.create_time())
+            except psutil.Error:
+                pass
+            time.sleep(0.5)
+        code = p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
+        hook.close()
+    said = (tmp / "sattui.log").read_text(errors="replace")
+    return ExporterRun(code, said, pages, born, hook.bodies, out)

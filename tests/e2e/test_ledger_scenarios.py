@@ -22,7 +22,7 @@ the scenario's cause at that share — the headline is whichever of the two is l
 (by more than the tolerance; either when they are close). Every other cause stays
 below medium.
 
-CPU only, 2 cores: six recordings of 35–45 s of training; the whole file takes about
+CPU only, 2 cores: seven recordings of 14–40 s of training; the whole file takes about
 6 minutes alone (longer on a loaded machine, where the imports are slower).
 """
 
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -209,7 +211,9 @@ def mono_at(lines: list[dict], wall: float) -> float:
 def test_healthy_compute_bound(tmp_path):
     # A large MLP on cheap data: the loop computes nearly all the time; batch 512 makes
     # a step long enough (several sampling periods per phase) to be seen from outside.
-    rep, lines, rec = run_phase_trainer(tmp_path, 35, "--batch", "512", "--width", "2048", "--depth", "8")
+    # 30 s: a 35-s run of a loaded box, cut at 31 s, was healthy on all of its 19
+    # evaluations (decided 3 s after the warm-up).
+    rep, lines, rec = run_phase_trainer(tmp_path, 30, "--batch", "512", "--width", "2048", "--depth", "8")
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
@@ -280,16 +284,42 @@ def _hog(cpu: int) -> subprocess.Popen:
     return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
 
 
+def _hogs_once_training(truth: Path, cpu: int, n: int, hogs: list[subprocess.Popen], started_wall: list[float],
+                        stop: threading.Event) -> threading.Thread:
+    """``n`` busy processes on ``cpu`` from the trainer's first truth line (its loop's
+    start) on: its imports then run at a whole core's speed, not a third of one (~10 s
+    saved on CI), and every judged second still has them."""
+    def start() -> None:
+        while not stop.is_set():
+            if truth.exists():
+                hogs.extend(_hog(cpu) for _ in range(n))
+                started_wall.append(time.time())
+                return
+            time.sleep(0.05)
+
+    th = threading.Thread(target=start, daemon=True)
+    th.start()
+    return th
+
+
 def test_oversubscribed_host(tmp_path):
     # The trainer pinned to CPU 1 (taskset), two busy processes pinned there too: its
     # main thread is runnable most of the time but gets about a third of the core.
-    hogs = [_hog(1), _hog(1)]
+    hogs: list[subprocess.Popen] = []
+    hogs_started_wall: list[float] = []
+    stop = threading.Event()
+    starter = _hogs_once_training(tmp_path / "truth.jsonl", 1, 2, hogs, hogs_started_wall, stop)
     try:
         rep, lines, rec = run_phase_trainer(tmp_path, 40, "--width", "1024", prefix=("taskset", "-c", "1"))
     finally:
+        stop.set()
+        starter.join()
         for h in hogs:
             h.kill()
             h.wait()
+    assert len(hogs) == 2, "the busy processes never started"
+    # they were there from the loop's first second: every step judged shared the core
+    assert hogs_started_wall[0] - lines[0]["wall"] <= 1.0, (hogs_started_wall, lines[0])
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
@@ -368,9 +398,11 @@ def test_ddp_straggler_waits_inside_backward(tmp_path):
     out = tmp_path / "run.jsonl"
     # DistributedDataParallel over gloo: rank 1 sleeps 0.1 s between forward and backward
     # every step, so rank 0 waits for its gradients inside loss.backward() — no
-    # collective frame on rank 0's main thread, only its own CPU falling idle.
+    # collective frame on rank 0's main thread, only its own CPU falling idle. 210 steps:
+    # a 260-step run of a loaded box (35 s recorded), cut at 30 s and at 25 s, was still
+    # straggler rank 1 high on every evaluation, decided 3 s after the warm-up.
     record(out, *_torchrun(), "--standalone", "--nproc_per_node=2", "-m", "sattui.demo.ddp_trainer", "--ddp",
-           "--steps", "260", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
+           "--steps", "210", "--truth", str(prefix), "--step-times", str(tmp_path / "steps"))
     rep = report(out)
     truths = {r: read_lines(Path(f"{prefix}.rank{r}")) for r in (0, 1)}
     for r, lines in truths.items():

@@ -9,84 +9,27 @@ demo's own expectation (sattui/demo/launch.py, "starved") is any of them."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
-import time
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from sattui.demo.launch import SCENARIOS
-from tests.e2e.conftest import REPO, need_trainer_tools, sattui_cmd
-from tests.prom import free_port
+from tests.e2e.conftest import EXPORTER_SLURM_JOB as SLURM_JOB
+from tests.e2e.conftest import ExporterRun
 
 pytestmark = pytest.mark.e2e
 
-TRAINER_S = 30
-SLURM_JOB = "880011"
 STARVED = SCENARIOS["starved"].expect
 
 
-class _Hook:
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                n = int(self.headers.get("Content-Length") or 0)
-                outer.bodies.append(json.loads(self.rfile.read(n)))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    need_trainer_tools()
-    tmp = tmp_path_factory.mktemp("notify")
-    hook = _Hook()
-    port = free_port()
-    out = tmp / "run.jsonl"
-    env = {**os.environ, "SLURM_JOB_ID": SLURM_JOB, "SLURM_JOB_NAME": "demo-input", "SLURM_PROCID": "0"}
-    log = open(tmp / "sattui.log", "wb")
-    p = subprocess.Popen(sattui_cmd("record", "-o", str(out), "--duration", "90", "--metrics", f"127.0.0.1:{port}",
-                                    "--webhook", hook.url, "--", sys.executable, "-m", "sattui.demo.trainer",
-                                    "--scenario", "input_bound", "--seconds", str(TRAINER_S)),
-                         cwd=REPO, stdout=log, stderr=log, env=env)
-    page: dict[str, list] = {}
-    try:
-        deadline = time.monotonic() + TRAINER_S + 45
-        while p.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    got = {f.name: f.samples for f in text_string_to_metric_families(r.read().decode())}
-                if got.get("sattui_rank_state_seconds"):
-                    page = got
-            except OSError:
-                pass
-            time.sleep(1.0)
-        code = p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        log.close()
-        hook.httpd.shutdown()
-        hook.httpd.server_close()
-    said = (tmp / "sattui.log").read_text(errors="replace")
-    recs = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
-    return {"code": code, "said": said, "page": page, "recs": recs, "bodies": hook.bodies, "out": str(out)}
+def run(exporter_run: ExporterRun) -> dict:
+    """The exporter's one run (conftest.py: test_metrics_first_scrape.py judges it too);
+    the page is the last one scraped that had the rank's series."""
+    pages = [pg for _wall, pg in exporter_run.pages if pg.get("sattui_rank_state_seconds")]
+    recs = [json.loads(x) for x in Path(exporter_run.out).read_text().splitlines() if x.strip()]
+    return {"code": exporter_run.code, "said": exporter_run.said, "page": pages[-1] if pages else {},
+            "recs": recs, "bodies": exporter_run.bodies, "out": str(exporter_run.out)}
 
 
 def test_the_slurm_job_is_on_every_series_of_a_real_page_and_in_the_header(run):

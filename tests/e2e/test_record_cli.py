@@ -100,7 +100,7 @@ def test_record_command_finds_workers_and_pin_thread(trainer_factory, tmp_path, 
     """`record -- CMD`: sattui starts the trainer, follows its workers, keeps its exit."""
     out = tmp_path / f"{method}.jsonl"
     r = run_sattui("record", "-o", str(out), "--duration", "60", "--",
-                   sys.executable, "-m", "sattui.demo.trainer", "--scenario", "input_bound", "--seconds", "14",
+                   sys.executable, "-m", "sattui.demo.trainer", "--scenario", "input_bound", "--seconds", "9",
                    "--workers", "2", "--pin-memory", "--start-method", method, "--persistent-workers")
     assert r.returncode == 0, r.stderr
     # The trainer itself ran to the end (a `python` on PATH without torch would die at once).

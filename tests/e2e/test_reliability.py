@@ -222,7 +222,7 @@ def test_non_root_record_of_a_root_trainer_says_the_fix_and_records_processes(sp
     as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                  "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
     r = subprocess.run([*as_nobody, *sattui_cmd("record", "--pid", str(tr.pid), "-o", str(out),
-                                                "--duration", "33", "--backend", "sim")],
+                                                "--duration", "15", "--backend", "sim")],
                        cwd=REPO, capture_output=True, text=True, timeout=60,
                        env={**os.environ, "HOME": str(tmp_path), "PATH": f"{tmp_path}:{os.environ['PATH']}"})
     assert r.returncode == 0, r.stderr
