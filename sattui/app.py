@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import RenderableType
+from textual._compositor import ChopsUpdate, LayoutUpdate
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -37,6 +39,7 @@ from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.binning import BinCache
 from sattui.view.data import ViewData
+from sattui.widgets.cell_diff import CellDiffUpdate, ScreenCells
 from sattui.widgets.header import ViewState
 
 if TYPE_CHECKING:
@@ -100,6 +103,9 @@ class SattuiApp(App[int]):
         self.redraws = 0
         self.updates = 0
         self.first_frame_at: float | None = None
+        # What the terminal shows: each frame writes only the cells that changed (see
+        # sattui/widgets/cell_diff.py; bench/terminal_bytes.py measures it).
+        self.screen_cells = ScreenCells()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -112,6 +118,8 @@ class SattuiApp(App[int]):
         return MainScreen()
 
     def on_mount(self) -> None:
+        # Back from a suspend the terminal was someone else's: write every cell again.
+        self.app_resume_signal.subscribe(self, lambda _app: self.screen_cells.forget())
         self.push_screen(self.first_screen())
         if self.start_session:
             self.session.start()
@@ -130,6 +138,12 @@ class SattuiApp(App[int]):
 
     def on_first_frame(self) -> None:
         """Hook for benchmarks and tests; nothing to do in the app itself."""
+
+    def _display(self, screen: Screen, renderable: RenderableType | None) -> None:
+        # Textual's one door to the terminal: its updates go out as cell differences.
+        if isinstance(renderable, (ChopsUpdate, LayoutUpdate)) and not self.is_inline:
+            renderable = CellDiffUpdate(renderable, self.screen_cells, self.size.width, self.size.height)
+        super()._display(screen, renderable)
 
     def on_session_updated(self, _msg: SessionUpdated) -> None:
         self._dirty = True
