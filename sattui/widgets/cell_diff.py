@@ -76,6 +76,18 @@ def sgr_change(old: Sgr | None, new: Sgr) -> str:
     return f"\x1b[{';'.join(codes)}m"
 
 
+# Attributes a space shows (a line, a box, colours swapped); any other is invisible on it.
+_SHOWN_ON_BLANK = frozenset({"4", "21", "9", "7", "53", "51", "52", "8"})
+
+
+def blank_alike(a: Sgr, b: Sgr) -> bool:
+    """A space drawn with ``a`` looks like one drawn with ``b``: the same background and
+    lines, whatever the foreground (a chart's empty sky between bars of two colours
+    then needs no colour change)."""
+    return a[2] == b[2] and a[3] == b[3] and a[0] & _SHOWN_ON_BLANK == b[0] & _SHOWN_ON_BLANK and \
+        "7" not in a[0] | b[0]
+
+
 def strip_cells(strip: Strip | Iterable[Any], chars: list[str | None], styles: list[Style | None], x: int,
                 lo: int, hi: int) -> int:
     """Write ``strip``'s cells into ``chars``/``styles`` from column ``x``, only those in
@@ -135,6 +147,9 @@ class ScreenCells:
             s = self._sgr[key] = sgr_of(style, system)
         return s
 
+    def _blank_alike(self, a: Style | None, b: Style | None, system: ColorSystem) -> bool:
+        return blank_alike(self._sgr_of(a, system), self._sgr_of(b, system))
+
     def render(self, update: CompositorUpdate, width: int, height: int, system: ColorSystem) -> str:
         """The terminal sequence that makes the screen what ``update`` draws, writing only
         the cells that differ from what is known to be there."""
@@ -172,7 +187,8 @@ class ScreenCells:
         state: Sgr | None = None  # the terminal's SGR state is not ours to know at the start
         for y, lo, hi, chars, styles in rows:
             old_c, old_s = self.chars[y], self.styles[y]
-            changed = [x for x in range(lo, hi) if chars[x] != old_c[x] or styles[x] != old_s[x]]
+            changed = [x for x in range(lo, hi) if chars[x] != old_c[x] or (
+                styles[x] != old_s[x] and not (chars[x] == " " and self._blank_alike(old_s[x], styles[x], system)))]
             if not changed:
                 continue
             runs: list[list[int]] = []
@@ -189,24 +205,21 @@ class ScreenCells:
                 while b < self.width and (chars[b] == "" or old_c[b] == ""):
                     b += 1
                 out.append(f"\x1b[{y + 1};{a + 1}H")
-                x = a
-                while x < b:
+                for x in range(a, b):
+                    ch = chars[x]
+                    if ch == "":
+                        continue  # the wide character before it covers it
                     style = styles[x]
-                    k = x
-                    while k < b and (styles[k] is style or styles[k] == style):
-                        k += 1
                     new = self._sgr_of(style, system)
-                    text = "".join(c if c is not None else " " for c in chars[x:k])
-                    if state is not None and state[3] != new[3] and state[3] is not None:
-                        out.append("\x1b]8;;\x1b\\")
-                    change = sgr_change(state, new)
-                    out.append(change)
-                    if new[3] is not None and (state is None or state[3] != new[3]):
-                        out.append(f"\x1b]8;id={style._link_id if style else ''};{new[3]}\x1b\\")
-                    out.append(text)
-                    state = new
-                    self.cells_written += k - x
-                    x = k
+                    if new != state and not (ch == " " and state is not None and blank_alike(state, new)):
+                        if state is not None and state[3] is not None and state[3] != new[3]:
+                            out.append("\x1b]8;;\x1b\\")
+                        out.append(sgr_change(state, new))
+                        if new[3] is not None and (state is None or state[3] != new[3]):
+                            out.append(f"\x1b]8;id={style._link_id if style else ''};{new[3]}\x1b\\")
+                        state = new
+                    out.append(" " if ch is None else ch)
+                    self.cells_written += 1
             old_c[lo:hi] = chars[lo:hi]
             old_s[lo:hi] = styles[lo:hi]
         if state is not None:
