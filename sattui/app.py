@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import RenderableType
+from textual._compositor import ChopsUpdate, LayoutUpdate
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -37,6 +39,8 @@ from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.binning import BinCache
 from sattui.view.data import ViewData
+from sattui.view.lines import columns_for
+from sattui.widgets.cell_diff import CellDiffUpdate, ScreenCells
 from sattui.widgets.header import ViewState
 
 if TYPE_CHECKING:
@@ -100,6 +104,9 @@ class SattuiApp(App[int]):
         self.redraws = 0
         self.updates = 0
         self.first_frame_at: float | None = None
+        # What the terminal shows: each frame writes only the cells that changed (see
+        # sattui/widgets/cell_diff.py; bench/terminal_bytes.py measures it).
+        self.screen_cells = ScreenCells()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -112,6 +119,8 @@ class SattuiApp(App[int]):
         return MainScreen()
 
     def on_mount(self) -> None:
+        # Back from a suspend the terminal was someone else's: write every cell again.
+        self.app_resume_signal.subscribe(self, lambda _app: self.screen_cells.forget())
         self.push_screen(self.first_screen())
         if self.start_session:
             self.session.start()
@@ -130,6 +139,12 @@ class SattuiApp(App[int]):
 
     def on_first_frame(self) -> None:
         """Hook for benchmarks and tests; nothing to do in the app itself."""
+
+    def _display(self, screen: Screen, renderable: RenderableType | None) -> None:
+        # Textual's one door to the terminal: its updates go out as cell differences.
+        if isinstance(renderable, (ChopsUpdate, LayoutUpdate)) and not self.is_inline:
+            renderable = CellDiffUpdate(renderable, self.screen_cells, self.size.width, self.size.height)
+        super()._display(screen, renderable)
 
     def on_session_updated(self, _msg: SessionUpdated) -> None:
         self._dirty = True
@@ -150,12 +165,21 @@ class SattuiApp(App[int]):
             return self.paused_at
         now = float(self.session.now())
         if self.live:
-            # The view's end moves in steps: every step scrolls each strip and so rewrites
-            # every row of the screen (Textual writes a changed row whole), which at 2 Hz
-            # was 19 KiB/s at 200×50 (bench/terminal_bytes.py). Samples arrive about once
-            # a second and py-spy's every two; a step of this is no later than they are.
-            return math.floor(now / LIVE_STEP_S) * LIVE_STEP_S
+            # The view's end moves in steps: every step scrolls each strip, and the cells
+            # that moved are written again (bench/terminal_bytes.py). Samples arrive about
+            # once a second and py-spy's every two, so a step is at least LIVE_STEP_S; and
+            # it is a whole number of the charts' buckets, so every step scrolls the
+            # picture by the same columns (steps of 2 s over 0.43-s buckets moved it 4
+            # and 5 columns by turns) and the axis needs no rounding of its own.
+            step_s = self.live_step_s()
+            return math.floor(now / step_s) * step_s
         return now
+
+    def live_step_s(self) -> float:
+        """How far a live view's end moves at a time: whole buckets of the charts, at
+        least LIVE_STEP_S."""
+        bucket_s = self.window_s / columns_for(self.size.width).body if self.size.width else 0.0
+        return bucket_s * math.ceil(LIVE_STEP_S / bucket_s - 1e-9) if bucket_s > 0 else LIVE_STEP_S
 
     def view_state(self) -> ViewState:
         return ViewState(window_s=self.window_s, paused=self.live and self.paused_at is not None,

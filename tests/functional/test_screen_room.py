@@ -6,6 +6,7 @@ terminal's traffic, issue 25)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -157,15 +158,22 @@ async def test_a_live_view_moves_in_steps_so_the_charts_do_not_repaint_every_tic
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
         chart = app.screen.query_one(TimeChart)
+        step = app.live_step_s()
+        # A step is whole buckets (138 columns over 60 s: 5 of 0.43 s), at least LIVE_STEP_S.
+        bucket = 60.0 / chart.columns.body
+        assert step >= LIVE_STEP_S and abs(step / bucket - round(step / bucket)) < 1e-6 and step < LIVE_STEP_S + bucket
+        start = math.floor(90.0 / step) * step
+        live.t = start
+        await settle(pilot)
         strips = list(chart._strips)
-        assert app.view_end() == 90.0
-        live.t = 90.0 + LIVE_STEP_S * 0.9  # the clock moves within a step: not one row redrawn
+        assert app.view_end() == start
+        live.t = start + step * 0.9  # the clock moves within a step: not one row redrawn
         await settle(pilot)
-        assert app.view_end() == 90.0
+        assert app.view_end() == start
         assert all(a is b for a, b in zip(strips, chart._strips))
-        live.t = 90.0 + LIVE_STEP_S  # a step: the strips scroll
+        live.t = start + step  # a step: the strips scroll by one step's buckets
         await settle(pilot)
-        assert app.view_end() == 90.0 + LIVE_STEP_S
+        assert app.view_end() == pytest.approx(start + step)
         assert any(a is not b for a, b in zip(strips, chart._strips))
 
 
