@@ -235,3 +235,21 @@ def test_wide_characters_are_never_cut() -> None:
         diffed_term.feed(cells.render(update, 12, 1, ColorSystem.TRUECOLOR))
         assert seen_as(diffed_term.cells[0]) == seen_as(plain_term.cells[0])
 
+
+
+def test_an_update_the_writer_cannot_read_goes_out_as_textual_wrote_it():
+    # a later Textual 8.x whose updates this writer does not know: its own bytes, and
+    # every cell written afresh on the next frame
+    from rich.console import Console
+
+    from sattui.widgets.cell_diff import CellDiffUpdate, ScreenCells
+
+    class Unknown:
+        def render_segments(self, console):
+            return "textual's own bytes"
+
+    cells = ScreenCells()
+    forgot = []
+    cells.forget = lambda *a, **k: forgot.append(True)  # type: ignore[method-assign]
+    out = CellDiffUpdate(Unknown(), cells, 80, 24).render_segments(Console())  # type: ignore[arg-type]
+    assert out == "textual's own bytes" and forgot
