@@ -69,7 +69,11 @@ GENERATION_GAP_S = 1.0
 # only where it is longer than that: a forked worker is in its fetch loop within
 # milliseconds, and the first batch it serves is the data's wait, not the restart's (with
 # compute steps shorter than the sampling period, "out of the wait" is seen late at
-# random: the quantile holds that noise too).
+# random: the quantile holds that noise too). With fewer waits seen the usual wait is not
+# known, and no start counts by timing: a bin is computed once, and a trainer slowed at
+# start-up reaches its first restart after two or three waits (read as "no wait at all",
+# every start was a restart: the io_bound demo on a loaded box read worker_respawn 3-6 %,
+# all of it from a first restart seen after three or four waits).
 RHYTHM_LOOKBACK_S = 30.0
 RHYTHM_QUANTILE = 0.9
 MIN_WAITS = 5
@@ -430,7 +434,8 @@ class _Start:
     (its first stack out of the data wait after the birth) or one of its workers is seen
     in its fetch loop (a worker_stack look), whichever comes first (``ended``; None: not
     seen yet). The rank's wait over ``[born, counted_to)`` is the restart's: the start
-    less what a batch usually takes to show up (:func:`_usual_wait_s`)."""
+    less what a batch usually takes to show up (:func:`_usual_wait_s`); none of it
+    (``counted_to == born``) while that is not known."""
 
     born: float
     ended: float | None
@@ -465,15 +470,15 @@ def _wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
     return out
 
 
-def _usual_wait_s(runs: Sequence[tuple[float, float]], births: Sequence[float]) -> float:
+def _usual_wait_s(runs: Sequence[tuple[float, float]], births: Sequence[float]) -> float | None:
     """How long the rank's batches usually take to show up: the RHYTHM_QUANTILE of its
     waits' lengths, each generation's start left out (the first wait to end after its
-    birth; 0 with fewer than MIN_WAITS waits: nothing to go by)."""
+    birth; None with fewer than MIN_WAITS waits: nothing to go by)."""
     leaves = [z for _a, z in runs]
     starts = {bisect.bisect_right(leaves, tb) for tb in births}
     lengths = sorted(z - a for i, (a, z) in enumerate(runs) if i not in starts)
     if len(lengths) < MIN_WAITS:
-        return 0.0
+        return None
     return lengths[min(len(lengths) - 1, int(RHYTHM_QUANTILE * len(lengths)))]
 
 
@@ -514,6 +519,10 @@ def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: di
         ended = min(ends) if ends else None
         if ended is not None and ended - born > MAX_START_S:
             ended = None
+        if usual is None:
+            # seen (the evidence's restarts and start time), but not told from a batch's wait
+            out.append(_Start(born, ended, born))
+            continue
         to = ended if ended is not None else min(known_to, born + MAX_START_S)
         out.append(_Start(born, ended, max(born, to - usual)))
     return out

@@ -217,9 +217,11 @@ def test_tree_of_own_process_children_pin_and_events() -> None:
         by = _by_pid(s1)
         assert by[child.pid].role == "other" and by[child.pid].ppid == os.getpid()
         # born since the previous tick: its counters started at 0, so its first sample has
-        # figures (a busy loop: about a core over the part of the interval it lived)
+        # figures (a busy loop: about a core over the part of the interval it lived; on a
+        # loaded box, part of it waited for a core in the run queue)
         first = by[child.pid]
-        assert first.cpu is not None and 0.2 < first.cpu < 1.3, first
+        assert first.cpu is not None and first.run_delay is not None, first
+        assert 0.05 < first.cpu < 1.3 and first.cpu + first.run_delay > 0.2, first
         assert first.read_Bps is not None
         assert by[pin_tid[0]].role == "pin" and by[pin_tid[0]].ppid == os.getpid()
         assert by[pin_tid[0]].name == "pt_data_pin" and by[pin_tid[0]].rss is None
@@ -231,7 +233,9 @@ def test_tree_of_own_process_children_pin_and_events() -> None:
         time.sleep(0.5)
         s2, _ = tree.sample()
         c = _by_pid(s2)[child.pid]
-        assert c.cpu is not None and 0.3 < c.cpu < 1.3  # a busy loop is about one core
+        # a busy loop is about one core: on it, or (a loaded box) waiting for it
+        assert c.cpu is not None and c.run_delay is not None, c
+        assert 0.1 < c.cpu < 1.3 and c.cpu + c.run_delay > 0.8, c
         assert c.read_Bps is not None and c.read_Bps >= 0
     finally:
         child.kill()
@@ -279,7 +283,9 @@ def test_a_child_born_between_ticks_has_its_first_seconds_measured() -> None:
         time.sleep(0.5)
         clock.t = 102.0
         again = _by_pid(tree.sample()[0])
-        assert again[busy.pid].started_t is None and again[busy.pid].cpu > 0.5
+        b2 = again[busy.pid]
+        assert b2.started_t is None and b2.cpu is not None and b2.run_delay is not None, b2
+        assert b2.cpu > 0.1 and b2.cpu + b2.run_delay > 0.8, b2
     finally:
         for p in (sleeper, busy):
             p.kill()
