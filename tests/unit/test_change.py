@@ -67,6 +67,13 @@ def test_a_healthy_job_that_starts_waiting_is_cut_within_seconds():
     assert d[int(len(d) * 0.9)] <= RECENT_BINS + 2, d
 
 
+def test_a_cause_that_comes_with_the_new_phase_needs_no_spread_before_it():
+    # 30 healthy seconds give no spread to measure a shift against: a cause absent from
+    # all of them that now holds half the time, within the seconds, came with the change
+    d = _delays(lambda rng: [0.0] * 30, lambda rng: _bins(rng, 0.5, 0.3, 40), change_s=30)
+    assert d[0] >= 0 and d[int(len(d) * 0.9)] <= RECENT_BINS, d
+
+
 def test_a_job_that_stops_waiting_is_cut_once_the_new_run_is_twice_the_recent_bins():
     # its first seconds without a wait look the same as a pass's: one unbroken run of
     # whole seconds is cut only once it has lasted 2 × 8 bins

@@ -14,6 +14,10 @@ every lag (a job whose waits come in runs of seconds has 8-bin means that vary a
 needs a larger shift). A run of whole seconds with no change in it (an evaluation pass, or
 a pause) is one piece of evidence however long: it is called a change only once it has
 lasted twice :data:`RECENT_BINS`, since its first seconds look the same as a pass's.
+A cause that was absent from every bin before (none over 10 %) and now holds at least a
+quarter of the newest bins, present in 6 of them as a change of state within the second
+(not whole seconds), came with the new phase: a healthy job that starts waiting half its
+time has no spread before to measure the shift against, and needs no more.
 The change point is then placed where the split of the newest bins differs the most (the
 CUSUM maximum), and the advisor's window starts there.
 
@@ -21,8 +25,9 @@ A cut costs a steady job its evidence, not its findings (they hold by their own
 hysteresis), so the test is strict. On simulated streams (tests/unit/test_change.py) judged
 every second for 5 minutes, steady jobs are cut in at most 1.3 % of streams (30 % or 50 % of
 the time in waits of 0.3–3 s, periodic stalls; 300 streams each); a healthy job that
-starts waiting 90 % of its time is cut ~6 s after the change, one that starts waiting 70 %
-~7 s, and one that stops waiting after 16 s (its newest bins are one unbroken run).
+starts waiting 90 % of its time is cut ~7 s after the change, one that starts waiting 50 %
+in 0.3-s waits ~6 s (in 1-s waits ~8 s, one in ten not within 40 s), and one that stops
+waiting after 16 s (its newest bins are one unbroken run).
 Exponential waits of 5 s on average (a run of 16 s is then no rarity) are cut in a third
 of 5-minute streams: such a job has no steady share over 16 s.
 """
@@ -33,7 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sattui.advisor.intervals.sequential import ShareStream, _piece
+from sattui.advisor.intervals.sequential import PURE, ShareStream, _piece
 
 RECENT_BINS = 8       # the newest bins judged as the new phase
 MIN_BEFORE_BINS = 12  # bins before them, at least: a phase to change from
@@ -43,6 +48,8 @@ PRIOR_VAR = 0.12      # an r-bin mean's variance until the bins before show thei
 PRIOR_BLOCKS = 0.5    # … with the weight of half a block
 MIN_PIECES = 4        # fewer pieces in the newest bins: one run (see find_change)
 MIN_SHARE = 0.05      # a cause under this share on both sides is not looked at
+QUIET = 0.10          # a bin under this share: the cause is absent from it …
+MIN_MIXED = 6         # … and one that appears must be in this many of the newest bins, mixed
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,9 @@ def find_change(rows: Sequence[tuple[float, Mapping[str, float]]]) -> PhaseChang
         xs = [shares.get(cause, 0.0) for _w, shares in rows]
         ws = [w for w, _shares in rows]
         r = RECENT_BINS
+        if _appears(xs, r):
+            best = (math.inf, cause) if best is None or best[0] < math.inf else best
+            continue
         if _pieces(xs[-r:]) < MIN_PIECES:
             # one unbroken run (of the state, or of its absence): as much a pass as a phase
             # until it has lasted twice as long
@@ -107,6 +117,17 @@ def find_change(rows: Sequence[tuple[float, Mapping[str, float]]]) -> PhaseChang
     before = _mean(_stream(rows[:at], cause))
     after = _mean(_stream(rows[at:], cause))
     return PhaseChange(at, cause, before, after)
+
+
+def _appears(xs: Sequence[float], r: int) -> bool:
+    """A cause absent from every bin before the newest ``r`` (none over :data:`QUIET`)
+    that holds a share of at least :data:`MIN_SHIFT` in them, in at least
+    :data:`MIN_MIXED` bins that hold a change of state: it came with the new phase. (Bins
+    of whole seconds, a pass, are kept out: a pass also appears out of nothing.)"""
+    recent = xs[-r:]
+    if sum(recent) < MIN_SHIFT * r or any(x > QUIET for x in xs[:-r]):
+        return False
+    return sum(1 for x in recent if PURE < x < 1.0 - PURE) >= MIN_MIXED
 
 
 def _shift_z(xs: Sequence[float], ws: Sequence[float], r: int) -> tuple[float, float] | None:
