@@ -89,6 +89,9 @@ class Cause:
     input_pipeline: bool = False
     fix: str | None = None
     on_card_only: bool = False  # a card's idle cause that no rank's lost second has
+    # passes of whole seconds that recur (an evaluation, a checkpoint): the first one after
+    # a quiet start is a pass, not a new phase (sattui/advisor/intervals/change.py)
+    passes: bool = False
 
 
 # Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free; the
@@ -109,7 +112,7 @@ CAUSES: tuple[Cause, ...] = (
     Cause("input_bound", "data wait", "input_bound", data_wait=True, input_pipeline=True, fix=FIX_INPUT),
     Cause("main_process_loading", "loading data on the training thread", "main_process_loading",
           input_pipeline=True, fix=FIX_INLINE.replace("{S}", "a few")),
-    Cause("periodic_stall", "checkpoint/eval/logging", "periodic_stall"),
+    Cause("periodic_stall", "checkpoint/eval/logging", "periodic_stall", passes=True),
     Cause("straggler", "waiting for another rank", "straggler"),
     Cause("comm_bound", "collectives (communication)", "comm_bound", fix=FIX_COMM),
     Cause("host_sync_stall", "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
@@ -127,6 +130,7 @@ INPUT_PIPELINE_CAUSES: tuple[str, ...] = tuple(c.id for c in CAUSES if c.input_p
 RANK_CAUSES: tuple[str, ...] = tuple(c.id for c in CAUSES if not c.on_card_only)
 CARD_CAUSES: tuple[str, ...] = tuple(c.id for c in CAUSES)
 CAUSE_WORDS: dict[str, str] = {c.id: c.words for c in CAUSES}
+PASS_CAUSES: frozenset[str] = frozenset(c.id for c in CAUSES if c.passes)
 # The ledger's cause each rule reads, where the names differ.
 RULE_CAUSE: dict[str, str] = {"worker_cpu_bound": WORKER_BUSY, "too_few_workers": WORKER_BUSY,
                               "starved_unattributed": UNKNOWN}

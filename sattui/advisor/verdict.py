@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
-from sattui.advisor.causes import CAUSE_WORDS, RULE_CAUSE
+from sattui.advisor.causes import CAUSE_WORDS, PASS_CAUSES, RULE_CAUSE
 from sattui.advisor.context import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.intervals.change import PhaseChange, find_change
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
@@ -298,7 +298,7 @@ class Advisor:
         self.book.update(w, wl, settled)
         t0 = max(t_now - self.ledger_window_s, self.warmup_s, self.phase_t0)
         self.intervals = self._cause_intervals(t0, settled)
-        change = find_change([(bw, shares) for _b, bw, shares in self._rows])
+        change = find_change([(bw, shares) for _b, bw, shares in self._rows], PASS_CAUSES)
         if change is not None:
             self.phase_change = change
             self.phase_t0 = self._rows[change.at][0] * BIN_S

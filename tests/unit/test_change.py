@@ -74,6 +74,15 @@ def test_a_cause_that_comes_with_the_new_phase_needs_no_spread_before_it():
     assert d[0] >= 0 and d[int(len(d) * 0.9)] <= RECENT_BINS, d
 
 
+def test_the_first_pass_of_several_ranks_out_of_step_is_no_new_phase():
+    # eight ranks' checkpoints a little apart: the job's bins hold a change of state within
+    # the second, as a new phase's would; a pass cause is not taken as one by appearing
+    rows = [(1.0, {}) for _ in range(40)]
+    rows += [(1.0, {"periodic_stall": x}) for x in (0.2, 0.5, 0.6, 0.7, 0.6, 0.5, 0.4, 0.2)]
+    assert find_change(rows, frozenset({"periodic_stall"})) is None
+    assert find_change(rows) is not None  # the same bins of a cause that is no pass
+
+
 def test_a_job_that_stops_waiting_is_cut_once_the_new_run_is_twice_the_recent_bins():
     # its first seconds without a wait look the same as a pass's: one unbroken run of
     # whole seconds is cut only once it has lasted 2 × 8 bins
@@ -115,6 +124,6 @@ def test_the_advisor_names_the_new_phase_within_fifteen_seconds(monkeypatch):
     assert abs(adv.phase_t0 - change_s) <= 1.0, adv.phase_t0
     # without the cut the healthy minute before stays in the window and the interval
     # decides later
-    monkeypatch.setattr(verdict_mod, "find_change", lambda rows: None)
+    monkeypatch.setattr(verdict_mod, "find_change", lambda rows, passes=frozenset(): None)
     slow = _named_after(Advisor(ctx(cpu_count=2, cards=[])), _starts_waiting(change_s, end_s), change_s, end_s)
     assert slow is None or slow > named + 5, (named, slow)

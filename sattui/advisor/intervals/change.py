@@ -82,9 +82,12 @@ def _pieces(xs: Sequence[float]) -> int:
     return out
 
 
-def find_change(rows: Sequence[tuple[float, Mapping[str, float]]]) -> PhaseChange | None:
+def find_change(rows: Sequence[tuple[float, Mapping[str, float]]],
+                passes: frozenset[str] = frozenset()) -> PhaseChange | None:
     """A change of phase in ``rows`` (each bin's weight in seconds and its causes' shares,
-    oldest first), or None."""
+    oldest first), or None. ``passes``: causes that come in passes of whole seconds (an
+    evaluation): one appearing is not a new phase by itself, even where several ranks'
+    passes out of step make the job's bins mixed."""
     n = len(rows)
     if n < MIN_BEFORE_BINS + RECENT_BINS:
         return None
@@ -95,7 +98,7 @@ def find_change(rows: Sequence[tuple[float, Mapping[str, float]]]) -> PhaseChang
         xs = [shares.get(cause, 0.0) for _w, shares in rows]
         ws = [w for w, _shares in rows]
         r = RECENT_BINS
-        if _appears(xs, r):
+        if cause not in passes and _appears(xs, r):
             best = (math.inf, cause) if best is None or best[0] < math.inf else best
             continue
         if _pieces(xs[-r:]) < MIN_PIECES:
