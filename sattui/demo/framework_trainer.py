@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="hf: evaluate every N optimizer steps (0: never)")
     p.add_argument("--save-steps", type=int, default=0,
                    help="hf: save a checkpoint every N optimizer steps into a temp dir (0: never)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="hf: stop this many seconds after the first step (or at --steps, if first)")
     p.add_argument("--ready", default=None, metavar="FILE", help="rank 0 writes its pid here when stepping")
     return p.parse_args(argv)
 
@@ -258,12 +260,24 @@ def train_hf(args: argparse.Namespace) -> None:
                 pass
             return {"x": self.x[i], "labels": self.y[i]}
 
-    class ReadyCallback(TrainerCallback):
+    train_s = args.seconds  # on_step_end's own "args" are the TrainingArguments
+
+    class StepCallback(TrainerCallback):
+        """Writes --ready after the first steps; ends training after --seconds."""
+
         def __init__(self) -> None:
             self.ready = Ready(args.ready, 0)
+            self.first_step_t: float | None = None
 
-        def on_step_end(self, *_a: Any, **_k: Any) -> None:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.ready.step()
+            now = time.monotonic()
+            if self.first_step_t is None:
+                self.first_step_t = now
+            # one process, no collectives to keep in step: a time bound gives the tests the
+            # same seconds of training whatever the box's load makes of the step rate
+            if train_s is not None and now - self.first_step_t >= train_s:
+                control.should_training_stop = True
 
     torch.manual_seed(0)
     evaluating = args.eval_steps > 0
@@ -288,7 +302,7 @@ def train_hf(args: argparse.Namespace) -> None:
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         trainer = Trainer(model=model, args=targs, train_dataset=Samples(args.batch * 64, 0),
                           eval_dataset=Samples(args.batch * 4, 1) if evaluating else None,
-                          optimizers=(opt, None), callbacks=[ReadyCallback()])
+                          optimizers=(opt, None), callbacks=[StepCallback()])
         trainer.train()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
