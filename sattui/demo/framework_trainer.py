@@ -9,6 +9,10 @@ IDIOM:
 ``accelerate``  Hugging Face Accelerate: ``accelerator.prepare`` / ``accelerator.backward``
 ``lightning``   PyTorch Lightning's automatic optimization: ``training_step`` and
                 ``backward()`` run inside ``optimizer.step(closure)``
+``hf``          Hugging Face ``transformers.Trainer`` (``training_step`` → ``compute_loss``
+                → the model; ``accelerator.backward``; ``optimizer.step()`` outside any
+                closure); ``--eval-steps N`` evaluates every N steps (``evaluation_loop``),
+                ``--save-steps N`` saves a checkpoint every N (``_save_checkpoint``)
 
 ``--ranks N`` (N > 1) trains N gloo ranks on CPU. ``plain`` and ``lbfgs`` start them with
 ``torch.multiprocessing.spawn`` (every rank a child of this process, which only waits);
@@ -36,7 +40,7 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-IDIOMS = ("plain", "lbfgs", "accelerate", "lightning")
+IDIOMS = ("plain", "lbfgs", "accelerate", "lightning", "hf")
 DIM = 128
 READY_AFTER_STEPS = 5
 
@@ -54,6 +58,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader workers per rank")
     p.add_argument("--port", type=int, default=29561, help="gloo rendezvous port (mp.spawn)")
+    p.add_argument("--sample-cost-ms", type=float, default=0.0,
+                   help="hf: CPU time each DataLoader worker spends per sample (a real loader's decode)")
+    p.add_argument("--eval-steps", type=int, default=0,
+                   help="hf: evaluate every N optimizer steps (0: never)")
+    p.add_argument("--save-steps", type=int, default=0,
+                   help="hf: save a checkpoint every N optimizer steps into a temp dir (0: never)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="hf: stop this many seconds after the first step (or at --steps, if first)")
     p.add_argument("--ready", default=None, metavar="FILE", help="rank 0 writes its pid here when stepping")
     return p.parse_args(argv)
 
@@ -206,12 +218,104 @@ def train_lightning(args: argparse.Namespace) -> None:
     trainer.fit(Module(), make_loader(args, rank))
 
 
+# --------------------------------------------------------------------------- hugging face
+
+
+def train_hf(args: argparse.Namespace) -> None:
+    """``transformers.Trainer`` on a model built here (no hub download: none is reachable)."""
+    import shutil
+    import signal
+    import tempfile
+    import time
+
+    from torch.utils.data import Dataset
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    torch.set_num_threads(1)
+
+    class Net(nn.Module):
+        # Trainer calls model(**batch) and reads outputs["loss"] when labels are present
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = make_model(args.width, args.depth)
+            self.loss_fn = nn.CrossEntropyLoss()
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+            logits = self.net(x)
+            return {"loss": self.loss_fn(logits, labels), "logits": logits}
+
+    class Samples(Dataset):
+        def __init__(self, n: int, seed: int) -> None:
+            g = torch.Generator().manual_seed(seed)
+            self.x = torch.randn(n, DIM, generator=g)
+            self.y = torch.randint(0, 10, (n,), generator=g)
+
+        def __len__(self) -> int:
+            return len(self.x)
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            # busy, not asleep: a worker decoding a sample uses CPU
+            t_end = time.perf_counter() + args.sample_cost_ms / 1000.0
+            while time.perf_counter() < t_end:
+                pass
+            return {"x": self.x[i], "labels": self.y[i]}
+
+    train_s = args.seconds  # on_step_end's own "args" are the TrainingArguments
+
+    class StepCallback(TrainerCallback):
+        """Writes --ready after the first steps; ends training after --seconds."""
+
+        def __init__(self) -> None:
+            self.ready = Ready(args.ready, 0)
+            self.first_step_t: float | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.ready.step()
+            now = time.monotonic()
+            if self.first_step_t is None:
+                self.first_step_t = now
+            # one process, no collectives to keep in step: a time bound gives the tests the
+            # same seconds of training whatever the box's load makes of the step rate
+            if train_s is not None and now - self.first_step_t >= train_s:
+                control.should_training_stop = True
+
+    torch.manual_seed(0)
+    evaluating = args.eval_steps > 0
+    saving = args.save_steps > 0
+    out_dir = tempfile.mkdtemp(prefix="sattui_hf_")
+    # the tests and the fixture capture end this job with SIGTERM: unwind, so the
+    # checkpoints in out_dir go with it
+    signal.signal(signal.SIGTERM, lambda *_a: sys.exit(143))
+    try:
+        targs = TrainingArguments(
+            output_dir=out_dir, use_cpu=True, report_to="none", disable_tqdm=True,
+            max_steps=args.steps, per_device_train_batch_size=args.batch,
+            per_device_eval_batch_size=args.batch, learning_rate=0.01,
+            logging_strategy="no",
+            save_strategy="steps" if saving else "no", save_steps=args.save_steps if saving else 500,
+            save_total_limit=1,
+            eval_strategy="steps" if evaluating else "no",
+            eval_steps=args.eval_steps if evaluating else None,
+            dataloader_num_workers=args.num_workers, dataloader_persistent_workers=args.num_workers > 0,
+            dataloader_drop_last=True, seed=0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        trainer = Trainer(model=model, args=targs, train_dataset=Samples(args.batch * 64, 0),
+                          eval_dataset=Samples(args.batch * 4, 1) if evaluating else None,
+                          optimizers=(opt, None), callbacks=[StepCallback()])
+        trainer.train()
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.idiom == "lightning":
         train_lightning(args)
     elif args.idiom == "accelerate":
         train_accelerate(args)
+    elif args.idiom == "hf":
+        train_hf(args)
     elif args.ranks > 1:
         mp.spawn(train_loop, args=(args,), nprocs=args.ranks)
     else:

@@ -228,6 +228,11 @@ RULES: tuple[Rule, ...] = (
     Rule("optimizer.optim", "optimizer", "anchor",
          ("torch/optim/", "torch/distributed/optim/", "torch/nn/utils/clip_grad.py",
           "torch/amp/grad_scaler.py", "torch/cuda/amp/grad_scaler.py")),
+    Rule("optimizer.clip_grad_wrappers", "optimizer", "anchor",
+         ("accelerate/accelerator.py", "transformers/trainer.py"),
+         ("clip_grad_norm_", "clip_grad_value_", "_clip_grad_norm*"),
+         note="HF Trainer / Accelerate gradient clipping: their own parameter bookkeeping "
+              "around torch's clip_grad, part of the update"),
     Rule("backward.autograd", "backward", "anchor",
          ("torch/_tensor.py", "torch/autograd/__init__.py", "torch/autograd/graph.py"),
          ("backward", "grad", "_engine_run_backward")),

@@ -222,13 +222,12 @@ def test_zero_grad_stack_passes_through_dynamo_but_is_not_compile():
 
 
 # --- framework idioms (real captures: capture.py fw_*; docs/states.md "Frameworks") -------
-# Hugging Face transformers' Trainer is not installed here (multi-GB): not captured.
 
 def _model_work(s: dict[str, float]) -> float:
     return s.get("forward", 0.0) + s.get("backward", 0.0)
 
 
-@pytest.mark.parametrize("name", ["fw_plain", "fw_accelerate", "fw_lightning", "fw_lightning_ddp"])
+@pytest.mark.parametrize("name", ["fw_plain", "fw_accelerate", "fw_lightning", "fw_lightning_ddp", "fw_hf"])
 def test_framework_idioms_read_as_forward_and_backward(name):
     # the same MLP, SGD with momentum, in every idiom: the update is ~0.1-0.15 of the step
     # (fw_plain), whoever calls it. Lightning's automatic optimization runs training_step and
@@ -266,6 +265,57 @@ def test_inside_the_closure_the_innermost_phase_wins(name):
             assert got == "optimizer", [f.name for f in frames]  # the update itself
             seen["optimizer"] += n
     assert seen["backward"] and seen["forward"] and seen["optimizer"], seen
+
+
+def _hf_phase(frames: tuple[Frame, ...]) -> str | None:
+    """The phase a transformers.Trainer stack is in, from Trainer's and Accelerate's own frames."""
+    if has(frames, "_save_checkpoint", "transformers/trainer.py"):
+        return "checkpoint"
+    if has(frames, "evaluation_loop", "transformers/trainer.py"):
+        return "eval"
+    if has(frames, "get_batch_samples", "transformers/trainer.py") and has(frames, "_try_get_data"):
+        return "data_wait"  # next(epoch_iterator) on 2 DataLoader workers
+    if has(frames, "Accelerator.backward", "accelerate/accelerator.py") and has(frames, "_engine_run_backward"):
+        return "backward"
+    if has(frames, "compute_loss", "transformers/trainer.py") and has(frames, "_call_impl"):
+        return "forward"
+    if has(frames, "AcceleratedOptimizer.step", "accelerate/optimizer.py") or has(
+            frames, "Accelerator.clip_grad_norm_", "accelerate/accelerator.py"):
+        return "optimizer"
+    return None
+
+
+@pytest.mark.parametrize("name,phases", [
+    ("fw_hf", {"data_wait", "forward", "backward", "optimizer"}),
+    ("fw_hf_phases", {"forward", "backward", "optimizer", "eval", "checkpoint"}),
+])
+def test_hf_trainer_frames_read_as_their_phase(name, phases):
+    # transformers 5.25 Trainer._run_epoch: get_batch_samples -> training_step (compute_loss,
+    # accelerator.backward) -> _clip_grad_norm -> optimizer.step; evaluate/_save_checkpoint
+    # from _maybe_log_save_evaluate. No closure: the update is outside training_step.
+    seen: collections.Counter[str] = collections.Counter()
+    for frames, n in main_stacks(name):
+        want = _hf_phase(frames)
+        if want is None or any(f.filename.startswith("<frozen importlib") for f in frames):
+            continue
+        assert classify(frames) == want, (want, [f.name for f in frames])
+        seen[want] += n
+    assert phases <= set(seen), seen
+
+
+def test_hf_trainer_gradient_clipping_is_optimizer():
+    # Accelerator.clip_grad_norm_'s own bookkeeping (which parameters, DTensor or not) around
+    # torch's clip_grad read as "other" before optimizer.clip_grad_wrappers
+    stacks = [frames for name in ("fw_hf", "fw_hf_phases") for frames, _n in main_stacks(name)
+              if has(frames, "Accelerator.clip_grad_norm_")]
+    assert any(frames[0].filename.endswith("accelerate/accelerator.py") for frames in stacks)
+    for frames in stacks:
+        assert explain(frames).state == "optimizer", [f.name for f in frames]
+    clip = (f"Trainer._clip_grad_norm@{SP}transformers/trainer.py:2831",
+            f"Accelerator.clip_grad_norm_@{SP}accelerate/accelerator.py:2951",
+            f"Accelerator._clip_grad_norm_dtensor_aware@{SP}accelerate/accelerator.py:2887")
+    m = explain(fr(*LOOP, *clip))
+    assert (m.state, m.rule) == ("optimizer", "optimizer.clip_grad_wrappers")
 
 
 def test_lightning_closure_stacks_are_really_inside_optimizer_step():
