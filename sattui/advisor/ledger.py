@@ -447,16 +447,27 @@ class _Start:
         return None if self.ended is None else self.ended - self.born
 
 
+def _torn_in_loader(span: Any) -> bool:
+    """A stack py-spy read without its outer frames (nonblocking, it can catch the
+    interpreter mid-call) whose outermost frame left is the DataLoader's own code: no
+    main thread starts there, so the sample is inside the loader's machinery."""
+    frames = getattr(span, "frames", None)
+    return bool(frames) and "torch/utils/data/" in frames[-1].filename.replace("\\", "/")
+
+
 def _wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
     """The main thread's data waits as seen: ``(first sighting in the wait, first
     sighting out of it)`` for each run of data_wait spans that ends in another state (a
-    sample without a stack says nothing: it neither ends a wait nor begins one)."""
+    sample without a stack says nothing: it neither ends a wait nor begins one; nor does
+    a torn one inside the loader ends it — a lone ``RandomSampler.__iter__`` in the
+    loader's restart, read as ``other``, ended two of 22 restarts a few ms after their
+    birth, and their whole start went to the workers' figures)."""
     out: list[tuple[float, float]] = []
     began: float | None = None
     wait, startup = State.DATA_WAIT, State.STARTUP
     for s in spans:
         st = s.state
-        if st is None:
+        if st is None or (began is not None and st != wait and _torn_in_loader(s)):
             continue
         if st == startup:
             began = None

@@ -537,3 +537,30 @@ def test_idle_beyond_the_waits_that_swings_second_by_second_is_not_host_overhead
     assert found(0.30) == []
     (f,) = found(0.0)
     assert near(f.impact, 0.15, 0.01)
+
+
+def test_a_torn_stack_inside_a_wait_does_not_end_it():
+    # py-spy (nonblocking) can read a stack without its outer frames: a lone
+    # RandomSampler.__iter__ inside the loader's restart, read as `other`, ended a real
+    # restart 0.03 s after its workers' birth (2 of 22 in a recording of the
+    # worker-init scenario), and its whole start went to the workers' figures.
+    from types import SimpleNamespace
+
+    from sattui.model import Frame
+    from sattui.states import State
+
+    root = Frame("_run_module_as_main", "<frozen runpy>", 198)
+    loader = Frame("_MultiProcessingDataLoaderIter._next_data", "torch/utils/data/dataloader.py", 1300)
+
+    def span(t: float, state: str, *frames: Frame) -> SimpleNamespace:
+        return SimpleNamespace(t=t, state=state, frames=frames)
+
+    torn = span(0.05, State.OTHER, Frame("RandomSampler.__iter__", "torch/utils/data/sampler.py", 182))
+    whole = span(0.05, State.OTHER, Frame("train", "train.py", 40), root)
+    for middle, want in ((torn, [(0.0, 0.9)]), (whole, [(0.0, 0.05), (0.1, 0.9)])):
+        spans = [span(0.0, State.DATA_WAIT, loader, root), middle, span(0.1, State.DATA_WAIT, loader, root),
+                 span(0.9, State.FORWARD, Frame("Module._call_impl", "torch/nn/modules/module.py", 1), root)]
+        assert ledger._wait_runs(spans) == want
+    # outside a wait it begins nothing (it is not a data wait)
+    assert ledger._wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
+                              span(0.3, State.FORWARD, root)]) == [(0.1, 0.3)]
