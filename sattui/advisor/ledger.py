@@ -451,7 +451,7 @@ def _torn_in_loader(span: Any) -> bool:
     """A stack py-spy read without its outer frames (nonblocking, it can catch the
     interpreter mid-call) whose outermost frame left is the DataLoader's own code: no
     main thread starts there, so the sample is inside the loader's machinery."""
-    frames = getattr(span, "frames", None)
+    frames: Sequence[Any] = getattr(span, "frames", None) or ()
     return bool(frames) and "torch/utils/data/" in frames[-1].filename.replace("\\", "/")
 
 
