@@ -5,8 +5,9 @@ batch its ``on_update`` posts a :class:`SessionUpdated` message (``post_message`
 thread-safe and, unlike ``call_from_thread``, does not make the sampler wait for the UI
 loop). The UI redraws on a ``set_interval`` timer (2 Hz by default; 2–4 Hz reads as live),
 and only when something changed: new samples, the clock moving the window, a key. Each
-redraw reads the session once (:class:`~sattui.view.data.ViewData`) and bins
-once for the visible screen.
+redraw copies what it reads of the session under the session's lock
+(:meth:`~sattui.view.data.ViewData.take`), then bins and draws without it, once for
+the visible screen.
 """
 
 from __future__ import annotations
@@ -203,13 +204,16 @@ class SattuiApp(App[int]):
             return
         self._dirty = False
         self._last_sig = sig
-        data = ViewData(self.session, t_end, self.window_s, self.cache, rank_pid=self.rank_pid)
-        # The sampler thread appends under this lock; reading a window without it could
-        # meet a half-appended ring. A redraw reads and bins in a few ms.
+        # The sampler thread appends under this lock, and reading a ring without it could
+        # meet a half-appended one: the lock is held to copy what this redraw reads (the
+        # series around the window, the header, the newest findings), and let go before
+        # the binning and drawing, which take far longer (bench/tui_frame.py).
+        with self._locked():
+            data = ViewData.take(self.session, t_end, self.window_s, self.cache, span_s=screen.SPAN_S,
+                                 rank_pid=self.rank_pid)
         try:
-            with self._locked():
-                self._note_ranks(data)
-                screen.refresh_view(data, self.view_state())
+            self._note_ranks(data)
+            screen.refresh_view(data, self.view_state())
         except NoMatches:
             # A resize can land between a screen's push and its compose: draw next tick.
             self._dirty = True

@@ -12,7 +12,8 @@ import bisect
 import math
 import operator
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -179,6 +180,18 @@ class Ring(Generic[T]):
             return self._items[pa:end]
         return self._items[pa:] + self._items[:end - self.capacity]
 
+    def copy_window(self, t0: float, t1: float) -> tuple[list[float], list[T]]:
+        """``(times, samples)`` with ``t0 <= t < t1``, oldest first: :meth:`window` with the times."""
+        a, b = self._bisect_left(t0), self._bisect_left(t1)
+        if a >= b:
+            return [], []
+        pa = (self._start + a) % self.capacity
+        end = pa + (b - a)
+        if end <= self.capacity:
+            return self._times[pa:end], self._items[pa:end]
+        wrap = end - self.capacity
+        return self._times[pa:] + self._times[:wrap], self._items[pa:] + self._items[:wrap]
+
     def latest(self, t1: float) -> list[T]:
         """The samples at the newest time before ``t1`` (all of them, when several share
         it), oldest first: what is current at ``t1``, without copying the history."""
@@ -277,3 +290,115 @@ class Timeline:
         return len(dead)
 
 
+
+
+class SeriesCopy(Generic[T]):
+    """One ring's samples in ``[t_lo, t_hi)``, copied, with the whole ring's length, ends and
+    their times (a view asks a process's first and newest sample, wherever they are).
+
+    Answers :class:`Ring`'s queries from the copy where the copy holds all the ring held
+    there; any other query reads the ring itself, under the lock (``TimelineCopy.misses``
+    counts those, so a test can show a screen's reads stay inside the copy)."""
+
+    __slots__ = ("_times", "_items", "_lo", "_hi", "_len", "_first", "_last", "_first_t", "_last_t",
+                 "_ring", "_owner")
+
+    def __init__(self, ring: Ring[T], t_lo: float, t_hi: float, owner: TimelineCopy) -> None:
+        self._times, self._items = ring.copy_window(t_lo, t_hi)
+        n = self._len = len(ring)
+        self._first: T | None = ring[0] if n else None
+        self._last: T | None = ring[-1] if n else None
+        self._first_t, self._last_t = ring.first_t(), ring.last_t()
+        # Where the ring holds nothing beyond a bound, the copy is the whole ring on that side.
+        self._lo = -math.inf if n == 0 or ring.time_at(0) >= t_lo else t_lo
+        self._hi = math.inf if n == 0 or ring.time_at(n - 1) < t_hi else t_hi
+        self._ring = ring
+        self._owner = owner
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> T:
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        if i == 0:
+            return self._first  # type: ignore[return-value]
+        if i == self._len - 1:
+            return self._last  # type: ignore[return-value]
+        return self._owner.read_live(lambda: self._ring[i])
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._owner.read_live(lambda: list(self._ring)))
+
+    def first_t(self) -> float | None:
+        return self._first_t
+
+    def last_t(self) -> float | None:
+        return self._last_t
+
+    def window(self, t0: float, t1: float) -> list[T]:
+        """Samples with ``t0 <= t < t1``, oldest first (as :meth:`Ring.window`)."""
+        if t0 < self._lo or t1 > self._hi:
+            return self._owner.read_live(lambda: self._ring.window(t0, t1))
+        a, b = bisect.bisect_left(self._times, t0), bisect.bisect_left(self._times, t1)
+        return self._items[a:b] if a < b else []
+
+    def latest(self, t1: float) -> list[T]:
+        """The samples at the newest time before ``t1`` (as :meth:`Ring.latest`)."""
+        b = bisect.bisect_left(self._times, t1)
+        if t1 > self._hi or (b == 0 and self._lo > -math.inf):
+            return self._owner.read_live(lambda: self._ring.latest(t1))
+        if b == 0:
+            return []
+        t_last = self._times[b - 1]
+        return self.window(t_last, math.nextafter(t_last, math.inf))
+
+
+class TimelineCopy:
+    """What a reader on another thread needs of a :class:`Timeline`, copied at once: every
+    series' samples in ``[t_lo, t_hi)`` (the kinds in ``skip``: none, every query of them
+    reads the live ring). Made under the lock the writers hold; read without it.
+
+    The UI draws from one of these per redraw, so the sampler thread waits only for the
+    copy, never for the binning and drawing (sattui/app.py)."""
+
+    def __init__(self, timeline: Timeline, t_lo: float, t_hi: float,
+                 lock: AbstractContextManager[Any] | None = None, skip: Collection[str] = ()) -> None:
+        self.t_lo, self.t_hi = t_lo, t_hi
+        self.latest_t = timeline.latest_t
+        self.misses = 0  # queries the copy could not answer (each read the live ring, locked)
+        self._lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+        self._series: dict[tuple[str, Hashable], SeriesCopy[Any]] = {
+            (kind, key): SeriesCopy(ring, math.inf, math.inf, self) if kind in skip else
+            SeriesCopy(ring, t_lo, t_hi, self)
+            for (kind, key), ring in timeline._series.items()}
+
+    def read_live(self, read: Callable[[], T]) -> T:
+        self.misses += 1
+        with self._lock:
+            return read()
+
+    def keys(self, kind: str) -> list[Hashable]:
+        return [k for (kd, k) in self._series if kd == kind]
+
+    def series(self, kind: str, key: Hashable) -> SeriesCopy[Any] | None:
+        return self._series.get((kind, key))
+
+    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
+        ring = self._series.get((kind, key))
+        return ring.window(t0, t1) if ring is not None else []
+
+    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
+        out = {}
+        for (kd, key), ring in self._series.items():
+            if kd == kind:
+                w = ring.window(t0, t1)
+                if w:
+                    out[key] = w
+        return out
+
+    def last(self, kind: str, key: Hashable) -> Any | None:
+        ring = self._series.get((kind, key))
+        return ring[-1] if ring is not None and len(ring) else None

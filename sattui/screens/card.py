@@ -83,6 +83,7 @@ class CardScreen(SubScreen):
         *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
           for d in range(10)),
     ]
+    SPAN_S = DIP_SPAN_S  # the dips list reads five minutes, whatever the zoom
 
     def __init__(self, card: int) -> None:
         super().__init__(name=f"card-{card}")

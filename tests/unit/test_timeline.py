@@ -183,3 +183,65 @@ def test_latest_is_the_newest_time_before_t1_whole_and_nothing_older():
     assert r.latest(4.0) == ["c"]  # t1 excluded, as in window()
     assert r.latest(3.0) == ["b1", "b2"]  # one evaluation's findings share their time
     assert r.latest(2.0) == []  # only what the ring still holds
+
+
+def _ring_with_history(capacity: int, n: int, seed: int) -> Ring:
+    """A ring that wrapped, with late (out-of-order) samples among its appends."""
+    import random
+
+    rng = random.Random(seed)
+    ring: Ring = Ring(capacity)
+    t = 0.0
+    for i in range(n):
+        t += rng.choice((0.0, 0.25, 0.5, 1.0))
+        late = rng.random() < 0.1
+        ring.append(t - 2.0 if late else t, ("s", i))
+    return ring
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_timeline_copy_answers_as_the_timeline_did_when_copied(seed):
+    """Every query of a TimelineCopy gives what the Timeline gave at the copy, inside the
+    copied span from the copy, outside it from the ring (counted as a miss), whatever the
+    Timeline got after."""
+    import math
+    import threading
+
+    from sattui.timeline import Timeline, TimelineCopy
+
+    tl = Timeline(history_s=60.0)  # 75 samples: they reach back past the copy's start
+    ring = _ring_with_history(tl.capacity_for("proc"), 200, seed)
+    tl._series[("proc", 1)] = ring
+    tl._series[("finding", 0)] = _ring_with_history(16, 30, seed + 10)
+    last = ring.last_t()
+    lo, hi = last - 12.0, last - 3.0
+    assert ring.first_t() < lo and len(ring) == ring.capacity  # wrapped, and older than the copy
+    lock = threading.RLock()
+    copy = TimelineCopy(tl, lo, hi, lock=lock, skip=("finding",))
+    queries = [(a, b) for a in (-math.inf, lo - 1, lo, lo + 0.25, hi - 1, hi) for b in (lo + 1, hi - 0.5, hi, math.inf)]
+    want = {q: tl.window("proc", 1, *q) for q in queries}
+    want_latest = {t: ring.latest(t) for t in (hi - 0.1, hi, math.inf)}
+    ends = (ring[0], ring[-1], ring.first_t(), ring.last_t(), len(ring))
+    got_findings = tl.series("finding", 0).latest(math.inf)
+    s = copy.series("proc", 1)
+    assert s is not None
+    inside = [q for q in queries if q[0] >= lo and q[1] <= hi]
+    for q in inside:
+        assert s.window(*q) == want[q], q
+    for t in (hi - 0.1, hi):
+        assert s.latest(t) == want_latest[t], t
+    assert (s[0], s[-1], s.first_t(), s.last_t(), len(s)) == ends
+    assert copy.misses == 0
+    # Outside the copy: the ring itself, under the lock, each read counted.
+    outside = [q for q in queries if q not in inside]
+    for q in outside:
+        assert s.window(*q) == want[q], q
+    assert s.latest(math.inf) == want_latest[math.inf]
+    assert copy.series("finding", 0).latest(math.inf) == got_findings
+    assert copy.misses == len(outside) + 2
+    # Samples appended after the copy change nothing inside it.
+    for k in range(50):
+        ring.append(last + 1 + k, ("new", k))
+    for q in inside:
+        assert s.window(*q) == want[q], q
+    assert s[-1] == ends[1] and len(s) == ends[4]
