@@ -99,6 +99,7 @@ class SattuiApp(App[int]):
         self.rank_pid: int | None = None  # the rank picked (its pid); None: all ranks
         self._ranks: list[tuple[int, int | None]] = []
         self.cache = BinCache()
+        self._data: ViewData | None = None  # the last redraw's: the next copies only what came since
         self._dirty = True
         self._last_sig: Any = None
         self._last_tick = time.monotonic()
@@ -206,11 +207,12 @@ class SattuiApp(App[int]):
         self._last_sig = sig
         # The sampler thread appends under this lock, and reading a ring without it could
         # meet a half-appended one: the lock is held to copy what this redraw reads (the
-        # series around the window, the header, the newest findings), and let go before
-        # the binning and drawing, which take far longer (bench/tui_frame.py).
+        # series around the window, the header, the newest findings; of each series only
+        # the samples new since the last redraw, as a rule), and let go before the binning
+        # and drawing, which take far longer (bench/tui_frame.py).
         with self._locked():
-            data = ViewData.take(self.session, t_end, self.window_s, self.cache, span_s=screen.SPAN_S,
-                                 rank_pid=self.rank_pid)
+            data = self._data = ViewData.take(self.session, t_end, self.window_s, self.cache, span_s=screen.SPAN_S,
+                                              rank_pid=self.rank_pid, previous=self._data)
         try:
             self._note_ranks(data)
             screen.refresh_view(data, self.view_state())

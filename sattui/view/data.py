@@ -65,14 +65,18 @@ class ViewData:
 
     @classmethod
     def take(cls, session: Session, t_end: float, window_s: float, cache: BinCache, *,
-             span_s: float = 0.0, rank_pid: int | None = None) -> ViewData:
+             span_s: float = 0.0, rank_pid: int | None = None, previous: ViewData | None = None) -> ViewData:
         """A ViewData reading copies of what a redraw needs, taken at once: every series'
         samples over ``[t_end - max(window_s, span_s) - REACH_S, t_end + REACH_S)`` (``span_s``:
-        what a screen reads before its window, as the dips' five minutes), the header and
-        the newest findings. Call it holding ``session.lock``; read the result without it."""
+        what a screen reads before its window, as the dips' five minutes; the events: all of
+        them, the header lists those still in force), the header and the newest findings.
+        With ``previous`` (the last redraw's), each series copies only the samples that came
+        since (``previous`` is used up). Call it holding ``session.lock``; read the result
+        without it."""
         reach = max(window_s, span_s) + REACH_S
         copied = TimelineCopy(session.timeline, t_end - reach, t_end + REACH_S, lock=session.lock,
-                              skip=("finding",))
+                              skip=("finding",), whole=("event",),
+                              previous=previous.copied if previous is not None else None)
         return cls(session, t_end, window_s, cache, rank_pid=rank_pid, copied=copied,
                    copied_findings=cls._read_findings(session), copied_header=dict(session.header or {}))
 

@@ -8,13 +8,16 @@ import threading
 import pytest
 
 from sattui.app import SattuiApp
+from sattui.recording import RecordingReader
 from sattui.screens.card import CardScreen
 from sattui.screens.main import MainScreen
 from sattui.screens.stacks import StacksScreen
 from sattui.screens.workers import WorkersScreen
-from tests.functional.conftest import replay, settle
+from tests.functional.conftest import FIXTURE, header_text, replay, settle
+from tests.functional.doubles import FrozenLive
 from tests.functional.test_ranks_and_dips import ranks_replay
 
+START = 165.0  # late in the fixture (180 s): the 30-s view's copy starts well after its first events
 HOLD_MAX_S = 5.0  # the other thread lets go after this even if the draw never ends
 
 
@@ -102,3 +105,51 @@ async def test_every_screen_reads_only_the_copy(recording, window_s):
     for name, data in datas:
         assert data.copied is not None, name
         assert data.copied.misses == 0, (name, data.copied.misses)
+
+
+async def test_a_live_view_copies_only_what_came_since_and_keeps_old_events():
+    """Live, each redraw brings the last one's copy up to date with the samples added
+    since (the copy's lists are the last ones, moved on), and an event from long before
+    the window still shows (events are copied whole, not only the window's)."""
+    from sattui.model import Event
+
+    session = FrozenLive(str(FIXTURE), START, extra=[
+        {"kind": "event", "t": 1.0, "type": "card_lost", "message": "card 0 fell off the bus", "card": 0}])
+    app = SattuiApp(session, show_clock=False, window_s=30.0)
+    datas = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        draw = app.screen.refresh_view
+
+        lists = []
+
+        def refresh_view(data, view) -> None:
+            draw(data, view)
+            datas.append(data)
+            lists.append(data.copied.series("card", 0)._items)
+
+        app.screen.refresh_view = refresh_view  # type: ignore[method-assign]
+        reader_rest = [r for r in RecordingReader(str(FIXTURE)).records() if START < float(r["t"]) <= START + 10]
+        for step in range(1, 11):
+            with session.lock:  # as the sampler appends: under the lock
+                for r in reader_rest:
+                    if START + step - 1 < float(r["t"]) <= START + step:
+                        session.feed.add_record(r)
+                session.t = START + step
+            app.redraw(True)
+            await pilot.pause()
+        assert "card 0 fell off the bus" in header_text(app)
+    assert len(datas) >= 10
+    t_lo = datas[-1].copied.t_lo
+    assert t_lo > 1.0  # the event is older than the copied span
+    for data in datas:
+        assert data.copied.misses == 0
+        assert "card 0 fell off the bus" in [e.message for e in data.events if isinstance(e, Event)]
+    # Brought up to date, not copied afresh: the same list, moved from copy to copy.
+    assert all(a is b for a, b in zip(lists[-10:], lists[-9:]))
+    # The newest copy's card samples: what the session holds over its span, the last
+    # second's included.
+    last = datas[-1]
+    ring = session.timeline.series("card", 0)
+    assert last.copied.series("card", 0)._items == ring.window(last.copied.t_lo, last.copied.t_hi)
+    assert ring.last_t() > START + 9 and last.copied.series("card", 0).last_t() == ring.last_t()
