@@ -41,8 +41,8 @@ from sattui.view import fmt
 from sattui.view.binning import BinCache
 from sattui.view.data import ViewData
 from sattui.view.lines import columns_for
+from sattui.view.status_lines import ViewState
 from sattui.widgets.cell_diff import CellDiffUpdate, ScreenCells
-from sattui.widgets.header import ViewState
 
 if TYPE_CHECKING:
     from sattui.session import Session

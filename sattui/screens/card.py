@@ -21,7 +21,8 @@ from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.dips import DIP_MIN_S, DIP_SPAN_S, DIP_UTIL, PENDING, recent_dips
 from sattui.view.lines import card_screen_lines, fit
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 
 

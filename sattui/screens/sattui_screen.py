@@ -11,7 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from sattui.view.data import ViewData
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 
 if TYPE_CHECKING:
     from sattui.app import SattuiApp
