@@ -61,7 +61,7 @@ def dip_row(d: Dip, t_end: float, live: bool, width: int, whole: bool = False) -
     word where the row has no room for it; ``whole`` (the highlighted row) wraps it under
     itself instead, so the cause of the dip picked reads in full at 80 columns."""
     when = f"-{fmt.duration(t_end - d.t0)}" if live else fmt.clock(d.t0)
-    head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct(d.util_min, 3)}  "
+    head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct_text(d.util_min, 3)}  "
     room = max(10, width - len(head) - 2)
     style = "dim" if d.cause == PENDING else ""
     out = Text(head, no_wrap=True, overflow="ellipsis", end="")
