@@ -5,8 +5,9 @@ batch its ``on_update`` posts a :class:`SessionUpdated` message (``post_message`
 thread-safe and, unlike ``call_from_thread``, does not make the sampler wait for the UI
 loop). The UI redraws on a ``set_interval`` timer (2 Hz by default; 2–4 Hz reads as live),
 and only when something changed: new samples, the clock moving the window, a key. Each
-redraw reads the session once (:class:`~sattui.view.data.ViewData`) and bins
-once for the visible screen.
+redraw copies what it reads of the session under the session's lock
+(:meth:`~sattui.view.data.ViewData.take`), then bins and draws without it, once for
+the visible screen.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from sattui.view import fmt
 from sattui.view.binning import BinCache
 from sattui.view.data import ViewData
 from sattui.view.lines import columns_for
+from sattui.view.status_lines import ViewState
 from sattui.widgets.cell_diff import CellDiffUpdate, ScreenCells
-from sattui.widgets.header import ViewState
 
 if TYPE_CHECKING:
     from sattui.session import Session
@@ -98,6 +99,7 @@ class SattuiApp(App[int]):
         self.rank_pid: int | None = None  # the rank picked (its pid); None: all ranks
         self._ranks: list[tuple[int, int | None]] = []
         self.cache = BinCache()
+        self._data: ViewData | None = None  # the last redraw's: the next copies only what came since
         self._dirty = True
         self._last_sig: Any = None
         self._last_tick = time.monotonic()
@@ -203,13 +205,17 @@ class SattuiApp(App[int]):
             return
         self._dirty = False
         self._last_sig = sig
-        data = ViewData(self.session, t_end, self.window_s, self.cache, rank_pid=self.rank_pid)
-        # The sampler thread appends under this lock; reading a window without it could
-        # meet a half-appended ring. A redraw reads and bins in a few ms.
+        # The sampler thread appends under this lock, and reading a ring without it could
+        # meet a half-appended one: the lock is held to copy what this redraw reads (the
+        # series around the window, the header, the newest findings; of each series only
+        # the samples new since the last redraw, as a rule), and let go before the binning
+        # and drawing, which take far longer (bench/tui_frame.py).
+        with self._locked():
+            data = self._data = ViewData.take(self.session, t_end, self.window_s, self.cache, span_s=screen.SPAN_S,
+                                              rank_pid=self.rank_pid, previous=self._data)
         try:
-            with self._locked():
-                self._note_ranks(data)
-                screen.refresh_view(data, self.view_state())
+            self._note_ranks(data)
+            screen.refresh_view(data, self.view_state())
         except NoMatches:
             # A resize can land between a screen's push and its compose: draw next tick.
             self._dirty = True

@@ -69,6 +69,7 @@ class ClusterApp(SattuiApp):
         session = HostSession(name, h.sattui if h is not None else True, url=self.poller.url)
         self.session = session
         self.cache = BinCache()
+        self._data = None  # the last redraw's copies were of the host before
         self.poller.open_host = session
         self.poller.poke()
         self.push_screen(MainScreen())

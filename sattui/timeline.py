@@ -12,7 +12,8 @@ import bisect
 import math
 import operator
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ class Ring(Generic[T]):
     is dropped, as it would be the next one evicted.
     """
 
-    __slots__ = ("capacity", "_items", "_times", "_start", "_len")
+    __slots__ = ("capacity", "_items", "_times", "_start", "_len", "added", "reordered")
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -52,6 +53,11 @@ class Ring(Generic[T]):
         self._times: list[float] = [0.0] * capacity
         self._start = 0
         self._len = 0
+        # Samples stored so far, and how many of them went in out of order: a copy taken
+        # earlier (SeriesCopy) is brought up to date from the newest ``added - then`` alone
+        # while ``reordered`` has not moved. ``added - len`` is how many were evicted.
+        self.added = 0
+        self.reordered = 0
 
     def __len__(self) -> int:
         return self._len
@@ -86,6 +92,7 @@ class Ring(Generic[T]):
             self._items[p] = item
             self._times[p] = t
             self._start = (p + 1) % cap
+        self.added += 1
 
     def extend(self, times: Sequence[float], items: Sequence[T]) -> None:
         """:meth:`append` of each ``(times[i], items[i])`` in turn. A run already in order
@@ -119,6 +126,7 @@ class Ring(Generic[T]):
         else:
             self._start = (start + n + k - cap) % cap
             self._len = cap
+        self.added += k
 
     def _insert_sorted(self, t: float, item: T) -> None:
         # Out-of-order samples land near the newest end (overlapping py-spy chunks, a
@@ -140,6 +148,8 @@ class Ring(Generic[T]):
         items[p] = item
         times[p] = t
         self._len += 1
+        self.added += 1
+        self.reordered += 1
 
     def __iter__(self) -> Iterator[T]:
         for i in range(self._len):
@@ -178,6 +188,24 @@ class Ring(Generic[T]):
         if end <= self.capacity:
             return self._items[pa:end]
         return self._items[pa:] + self._items[:end - self.capacity]
+
+    def copy_window(self, t0: float, t1: float) -> tuple[list[float], list[T]]:
+        """``(times, samples)`` with ``t0 <= t < t1``, oldest first: :meth:`window` with the times."""
+        a, b = self._bisect_left(t0), self._bisect_left(t1)
+        return self._copy_range(a, b) if a < b else ([], [])
+
+    def copy_last(self, k: int) -> tuple[list[float], list[T]]:
+        """``(times, samples)`` of the newest ``k`` samples (``k <= len``), oldest first."""
+        n = self._len
+        return self._copy_range(n - k, n) if k > 0 else ([], [])
+
+    def _copy_range(self, a: int, b: int) -> tuple[list[float], list[T]]:
+        pa = (self._start + a) % self.capacity
+        end = pa + (b - a)
+        if end <= self.capacity:
+            return self._times[pa:end], self._items[pa:end]
+        wrap = end - self.capacity
+        return self._times[pa:] + self._times[:wrap], self._items[pa:] + self._items[:wrap]
 
     def latest(self, t1: float) -> list[T]:
         """The samples at the newest time before ``t1`` (all of them, when several share
@@ -277,3 +305,147 @@ class Timeline:
         return len(dead)
 
 
+
+
+class SeriesCopy(Generic[T]):
+    """One ring's samples in ``[t_lo, t_hi)``, copied, with the whole ring's length, ends and
+    their times (a view asks a process's first and newest sample, wherever they are).
+
+    Answers :class:`Ring`'s queries from the copy where the copy holds all the ring held
+    there; any other query reads the ring itself, under the lock (``TimelineCopy.misses``
+    counts those, so a test can show a screen's reads stay inside the copy)."""
+
+    __slots__ = ("_times", "_items", "_lo", "_hi", "_len", "_first", "_last", "_first_t", "_last_t",
+                 "_ring", "_owner", "_added", "_reordered", "_evicted")
+
+    def __init__(self, ring: Ring[T], t_lo: float, t_hi: float, owner: TimelineCopy,
+                 previous: SeriesCopy[T] | None = None) -> None:
+        n = self._len = len(ring)
+        if previous is None or not self._extend(previous, ring, t_lo, t_hi):
+            self._times, self._items = ring.copy_window(t_lo, t_hi)
+        self._first: T | None = ring[0] if n else None
+        self._last: T | None = ring[-1] if n else None
+        self._first_t, self._last_t = ring.first_t(), ring.last_t()
+        # Where the ring holds nothing beyond a bound, the copy is the whole ring on that side.
+        self._lo = -math.inf if n == 0 or ring.time_at(0) >= t_lo else t_lo
+        self._hi = math.inf if n == 0 or ring.time_at(n - 1) < t_hi else t_hi
+        self._ring = ring
+        self._owner = owner
+        self._added, self._reordered, self._evicted = ring.added, ring.reordered, ring.added - n
+
+    def _extend(self, prev: SeriesCopy[T], ring: Ring[T], t_lo: float, t_hi: float) -> bool:
+        """Take over the previous copy of the same ring and add only what came since:
+        possible while every sample since went in at the end, the previous copy ran to
+        the ring's end and started no later than this one starts, and nothing it held at
+        or after ``t_lo`` was evicted. Its lists are moved here; the previous copy reads
+        the ring from then on (each read a miss). False: copy afresh."""
+        k = ring.added - prev._added
+        if (prev._ring is not ring or ring.reordered != prev._reordered or prev._hi != math.inf
+                or t_lo < prev._lo or k > len(ring)):
+            return False
+        if ring.added - len(ring) != prev._evicted and not ring.time_at(0) < t_lo:
+            return False  # evicted samples may have been at or after t_lo
+        times, items = prev._times, prev._items
+        new_t, new_i = ring.copy_last(k)
+        times += new_t
+        items += new_i
+        a, b = bisect.bisect_left(times, t_lo), bisect.bisect_left(times, t_hi)
+        del times[b:], items[b:]
+        del times[:a], items[:a]
+        self._times, self._items = times, items
+        prev._times, prev._items = [], []
+        prev._lo, prev._hi = math.inf, -math.inf  # every read of it now goes to the ring
+        return True
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> T:
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        if i == 0:
+            return self._first  # type: ignore[return-value]
+        if i == self._len - 1:
+            return self._last  # type: ignore[return-value]
+        return self._owner.read_live(lambda: self._ring[i])
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._owner.read_live(lambda: list(self._ring)))
+
+    def first_t(self) -> float | None:
+        return self._first_t
+
+    def last_t(self) -> float | None:
+        return self._last_t
+
+    def window(self, t0: float, t1: float) -> list[T]:
+        """Samples with ``t0 <= t < t1``, oldest first (as :meth:`Ring.window`)."""
+        if t0 < self._lo or t1 > self._hi:
+            return self._owner.read_live(lambda: self._ring.window(t0, t1))
+        a, b = bisect.bisect_left(self._times, t0), bisect.bisect_left(self._times, t1)
+        return self._items[a:b] if a < b else []
+
+    def latest(self, t1: float) -> list[T]:
+        """The samples at the newest time before ``t1`` (as :meth:`Ring.latest`)."""
+        b = bisect.bisect_left(self._times, t1)
+        if t1 > self._hi or (b == 0 and self._lo > -math.inf):
+            return self._owner.read_live(lambda: self._ring.latest(t1))
+        if b == 0:
+            return []
+        t_last = self._times[b - 1]
+        return self.window(t_last, math.nextafter(t_last, math.inf))
+
+
+class TimelineCopy:
+    """What a reader on another thread needs of a :class:`Timeline`, copied at once: every
+    series' samples in ``[t_lo, t_hi)`` (the kinds in ``whole``: all up to ``t_hi``; in
+    ``skip``: none, every query of them reads the live ring). Made under the lock the
+    writers hold; read without it. With ``previous`` (the copy the same reader took
+    last), each series adds the samples stored since rather than copying its span again;
+    ``previous`` is used up by it.
+
+    The UI draws from one of these per redraw, so the sampler thread waits only for the
+    copy, never for the binning and drawing (sattui/app.py)."""
+
+    def __init__(self, timeline: Timeline, t_lo: float, t_hi: float,
+                 lock: AbstractContextManager[Any] | None = None, skip: Collection[str] = (),
+                 whole: Collection[str] = (), previous: TimelineCopy | None = None) -> None:
+        self.t_lo, self.t_hi = t_lo, t_hi
+        self.latest_t = timeline.latest_t
+        self.misses = 0  # queries the copy could not answer (each read the live ring, locked)
+        self._lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+        before = previous._series if previous is not None else {}
+        self._series: dict[tuple[str, Hashable], SeriesCopy[Any]] = {}
+        for (kind, key), ring in timeline._series.items():
+            lo, hi = (math.inf, math.inf) if kind in skip else (-math.inf, t_hi) if kind in whole else (t_lo, t_hi)
+            self._series[(kind, key)] = SeriesCopy(ring, lo, hi, self, before.get((kind, key)))
+
+    def read_live(self, read: Callable[[], T]) -> T:
+        self.misses += 1
+        with self._lock:
+            return read()
+
+    def keys(self, kind: str) -> list[Hashable]:
+        return [k for (kd, k) in self._series if kd == kind]
+
+    def series(self, kind: str, key: Hashable) -> SeriesCopy[Any] | None:
+        return self._series.get((kind, key))
+
+    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
+        ring = self._series.get((kind, key))
+        return ring.window(t0, t1) if ring is not None else []
+
+    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
+        out = {}
+        for (kd, key), ring in self._series.items():
+            if kd == kind:
+                w = ring.window(t0, t1)
+                if w:
+                    out[key] = w
+        return out
+
+    def last(self, kind: str, key: Hashable) -> Any | None:
+        ring = self._series.get((kind, key))
+        return ring[-1] if ring is not None and len(ring) else None

@@ -40,8 +40,9 @@ def severity_for(impact: float, floor: Severity | str | None = None, cap: Severi
     return sev
 
 
-def pct(x: float | None, digits: int = 0) -> str:
-    """A 0–1 share as text: 0.713 → "71%"."""
+def share_text(x: float | None, digits: int = 0) -> str:
+    """A 0–1 share as percent text: 0.713 → "71%". (A 0–100 value for the screen is
+    ``view.fmt.pct_text``, which the advisor's layer cannot import.)"""
     return "n/a" if x is None else f"{x * 100:.{digits}f}%"
 
 

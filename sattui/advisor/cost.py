@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from sattui.advisor.context import Finding, pct, severity_for
+from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.advisor.rules_system import card_in_use
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, pstdev
 from sattui.findings import Severity
@@ -190,7 +190,8 @@ def memory_swing(w: Window, relax: float = 1.0) -> list[Finding]:
         ev = {"min_frac": round(lo / total, 3), "max_frac": round(hi / total, 3),
               "swing": round(rng, 3), "downward_crossings": len(downs)}
         out.append(Finding("memory_swing", Severity.LOW, 0.0,
-                           f"card {cs.card}: device memory swings by {pct(rng)} of the card with no regular pattern",
+                           f"card {cs.card}: device memory swings by {share_text(rng)} of the card "
+                           "with no regular pattern",
                            ev, FIX_SWING, card=cs.card))
     return out
 
@@ -225,6 +226,7 @@ def pcie_saturated_sm_idle(w: Window, relax: float = 1.0) -> list[Finding]:
         ev = {"pcie_over_80_share": round(hi, 3), "sm_active": round(cs.sm, 1),
               "peak_GBps": round(max(b for b, _ in rows) / 1e9, 2), "link_GBps": round(rows[-1][1] / 1e9, 1)}
         out.append(Finding("pcie_saturated_sm_idle", severity_for(impact, cap="medium"), impact,
-                           f"card {cs.card}: PCIe over 80% of the link {pct(hi)} of the time while SM activity is "
+                           f"card {cs.card}: PCIe over 80% of the link {share_text(hi)} of the time "
+                           "while SM activity is "
                            f"{cs.sm:.0f}%", ev, FIX_PCIE_IDLE, card=cs.card))
     return out

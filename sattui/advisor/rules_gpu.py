@@ -12,7 +12,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from sattui.advisor.context import Finding, pct, severity_for
+from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
 from sattui.clock_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 from sattui.findings import Severity
@@ -229,7 +229,8 @@ def memory_near_full(w: Window, relax: float = 1.0) -> list[Finding]:
               "foreign_processes": foreign,
               "note": "PyTorch's caching allocator keeps freed blocks: used ≥ live tensors"}
         out.append(Finding("memory_near_full", Severity.LOW if frac >= 0.95 else Severity.INFO, 0.0,
-                           f"card {cs.card}: device memory {pct(frac)} full at peak", ev, FIX_MEM_FULL, card=cs.card))
+                           f"card {cs.card}: device memory {share_text(frac)} full at peak", ev, FIX_MEM_FULL,
+                           card=cs.card))
     return out
 
 
@@ -328,12 +329,12 @@ def pcie_bound(w: Window, relax: float = 1.0) -> list[Finding]:
         h2d = _h2d_share(w, cs.card)
         why = None
         if p is not None and p.rx_hi_share >= 0.30 * relax:
-            why = f"host→device traffic ≥ 50% of the link in {pct(p.rx_hi_share)} of samples"
+            why = f"host→device traffic ≥ 50% of the link in {share_text(p.rx_hi_share)} of samples"
         elif (p is not None and not p.link_Bps and cs.sm is not None and p.rx_Bps + p.tx_Bps >= 1e9 / relax
               and cs.sm < 30.0):
             why = f"{(p.rx_Bps + p.tx_Bps) / 1e9:.1f} GB/s over PCIe with SM activity {cs.sm:.0f}%"
         elif h2d >= 0.20 * relax:
-            why = f"the training thread copies to the device {pct(h2d)} of the time"
+            why = f"the training thread copies to the device {share_text(h2d)} of the time"
         if why is None:
             continue
         impact = 1.0 - cs.util / 100.0
@@ -381,7 +382,8 @@ def link_degraded(w: Window, relax: float = 1.0) -> list[Finding]:
               "link_GBps": _r(cur / 1e9 if cur else None, 1), "link_max_GBps": _r(full / 1e9 if full else None, 1)}
         out.append(Finding("link_degraded", severity_for(impact, floor="low"), impact,
                            f"card {cs.card}: PCIe link at Gen{gen} x{width} of Gen{gmax} x{wmax} "
-                           f"({pct(lost)} of its bandwidth lost)" + (" and the card is PCIe-bound" if limited else ""),
+                           f"({share_text(lost)} of its bandwidth lost)"
+                           + (" and the card is PCIe-bound" if limited else ""),
                            ev, FIX_LINK, card=cs.card))
     return out
 
@@ -453,7 +455,7 @@ def gpu_straggler(w: Window, relax: float = 1.0) -> list[Finding]:
         if waits and min(waits) < 0.20:
             return []
         if waits:
-            confirm = f"their ranks wait in sync/collective {pct(min(waits))}+ of the time"
+            confirm = f"their ranks wait in sync/collective {share_text(min(waits))}+ of the time"
     impact = sum(1.0 - vals[cs.card] / vals[out_card] for cs in waiting) / len(cards)
     rank = None
     for pid in w.trainer_pids:

@@ -11,7 +11,7 @@ moments it mattered, not over the whole run.
 from __future__ import annotations
 
 from sattui.advisor.causes import WORKER_BUSY
-from sattui.advisor.context import Finding, pct, severity_for
+from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.advisor.window import Window
 
 # [proposal] Below this share of the maximum clock: under the all-core turbo and the base
@@ -80,6 +80,7 @@ def cpu_frequency_low(w: Window, relax: float = 1.0) -> list[Finding]:
                              "freq_mhz": None if cur is None else round(cur), "freq_max_mhz": None if top is None
                              else round(top), "governor": gov}
     return [Finding("cpu_frequency_low", severity_for(impact), impact,
-                    f"the CPUs run at {pct(ratio)} of their maximum clock while the training loop waits {pct(busy)} "
+                    f"the CPUs run at {share_text(ratio)} of their maximum clock while the training loop waits "
+                    f"{share_text(busy)} "
                     f"of the time for busy DataLoader workers" + (f" (governor {gov})" if gov else ""),
                     ev, FIX_CLOCK)]

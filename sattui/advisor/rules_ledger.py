@@ -36,7 +36,7 @@ from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-expo
     UNKNOWN,
     WORKER_BUSY,
 )
-from sattui.advisor.context import Finding, pct, severity_for
+from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.advisor.intervals.batch_means import Interval, difference_interval
 from sattui.advisor.ledger import JobLedger, RankLedger
 from sattui.advisor.rules_gpu import gpu_straggler
@@ -140,7 +140,7 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
             ev.update(_restarts(job))
         text = fix(w) if callable(fix) else fix
         why = _why_not_more(w, free_mean) if rule == "worker_cpu_bound" else ""
-        return _finding(rule, job, d, summary.format(P=pct(d), WHY=why), ev, text, relax)
+        return _finding(rule, job, d, summary.format(P=share_text(d), WHY=why), ev, text, relax)
     rule_fn.__name__ = rule
     rule_fn.__doc__ = doc
     return rule_fn
@@ -238,7 +238,7 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
     holders = _core_holders(w)
     ev.update({k: round(v, 2) for k, v in holders.items() if v is not None})
     who, own = _who_holds(w, holders)
-    return _finding("cpu_contention", job, d, f"the trainer waits for a CPU {pct(d)} of the time (runnable, "
+    return _finding("cpu_contention", job, d, f"the trainer waits for a CPU {share_text(d)} of the time (runnable, "
                     f"not running): {who}", ev, FIX_CONTENTION_OWN if own else FIX_CONTENTION, relax)
 
 
@@ -312,7 +312,7 @@ def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
         k: round(v / wall, 4) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}}
     names = {"checkpoint": "checkpointing", "eval": "evaluation", "logging": "logging"}
     fix = " ".join(FIX_STALL[p] for p in sorted(phases, key=lambda k: -phases[k]) if p in FIX_STALL)
-    return _finding("periodic_stall", job, d, f"training stops for {names.get(top, top)} {pct(d)} of the time",
+    return _finding("periodic_stall", job, d, f"training stops for {names.get(top, top)} {share_text(d)} of the time",
                     ev, fix, relax)
 
 
@@ -404,8 +404,9 @@ def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
     fix = FIX_STRAGGLER.replace("{R}", str(slow.rank if slow.rank is not None else slow.pid)).replace(
         "{CAUSE}", own_words)
     return _finding("straggler", job, asym.estimate,
-                    f"the other ranks wait for {_rank_name(slow)} {pct(gap.estimate)} of their time more than it "
-                    f"waits for them ({pct(gap.low)}–{pct(gap.high)}, 95 %); its own time goes to {own_words}",
+                    f"the other ranks wait for {_rank_name(slow)} {share_text(gap.estimate)} of their time "
+                    f"more than it waits for them ({share_text(gap.low)}–{share_text(gap.high)}, 95 %); "
+                    f"its own time goes to {own_words}",
                     ev, fix, relax, rank=slow.rank, impact_ci=(max(0.0, asym.low), min(1.0, asym.high)))
 
 
@@ -426,7 +427,7 @@ def comm_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     # share of the sync) is no finding of its own (the DDP demo's 7 % would stand at medium).
     if len(ranks) >= 2 and _straggler(job, 1.0) is None and not (job.gpu_job and gpu_straggler(w, 1.0)):
         d += sum(waits.values()) / len(ranks)
-    return _finding("comm_bound", job, d, f"the ranks wait in collectives {pct(d)} of the time", {}, FIX_COMM,
+    return _finding("comm_bound", job, d, f"the ranks wait in collectives {share_text(d)} of the time", {}, FIX_COMM,
                     relax)
 
 
@@ -441,7 +442,7 @@ def host_sync_stall(w: Window, relax: float = 1.0) -> list[Finding]:
     if job is None:
         return []
     d = _share(job, "host_sync_stall")
-    return _finding("host_sync_stall", job, d, f"the training loop waits for the device {pct(d)} of the time",
+    return _finding("host_sync_stall", job, d, f"the training loop waits for the device {share_text(d)} of the time",
                     {}, FIX_SYNC, relax)
 
 
@@ -475,7 +476,7 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
             # two standard errors is within what sampling alone gives (a 20-s demo at 10 Hz:
             # ±2.4 points), not evidence of host overhead.
             return []
-    return _finding("host_overhead_bound", job, d, f"the cards idle {pct(d)} of the time while the host runs "
+    return _finding("host_overhead_bound", job, d, f"the cards idle {share_text(d)} of the time while the host runs "
                     "forward/backward/optimizer: the host cannot feed them work fast enough", ev, FIX_OVERHEAD,
                     relax, shown_from=OVERHEAD_SHOWN_FROM)
 
@@ -558,7 +559,7 @@ def starved_unattributed(w: Window, relax: float = 1.0) -> list[Finding]:
                              "stacks": "none at those moments" if w.has_stacks else
                              f"not available: {w.ctx.no_stacks_reason or 'none sampled'}"}
     fix = (FIX_STARVED_NSIGHT[0].upper() + FIX_STARVED_NSIGHT[1:]) if w.has_stacks else no_stacks_fix(w)
-    return _finding("starved_unattributed", job, d, f"the cards idle {pct(d)} of the time and nothing says why",
+    return _finding("starved_unattributed", job, d, f"the cards idle {share_text(d)} of the time and nothing says why",
                     ev, fix, relax, shown_from=UNATTRIBUTED_SHOWN_FROM)
 
 

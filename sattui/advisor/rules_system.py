@@ -8,7 +8,7 @@ the condition over the window, and the Advisor's decision step (verdict.py) appl
 
 from __future__ import annotations
 
-from sattui.advisor.context import Finding, pct
+from sattui.advisor.context import Finding, share_text
 from sattui.advisor.ledger import CONTENDED_RUN_DELAY
 from sattui.advisor.window import CardStats, Window, pstdev, quantile
 from sattui.findings import Severity
@@ -53,7 +53,7 @@ def debug_settings(w: Window, relax: float = 1.0) -> list[Finding]:
                 sev = "high"
     frames = _debug_frame_share(w)
     if frames >= 0.5:
-        flags["profiler/anomaly detection"] = f"in {pct(frames)} of main-thread samples"
+        flags["profiler/anomaly detection"] = f"in {share_text(frames)} of main-thread samples"
     if not flags:
         return []
     impact = 0.0
@@ -178,7 +178,7 @@ def healthy(w: Window) -> Finding | None:
         return None
     who = "the main thread computes" if len(shares) == 1 else "each rank's main thread computes at least"
     return Finding("healthy", Severity.INFO, 0.0,
-                   f"CPU compute-bound: {who} {pct(min(shares.values()))} of the time",
+                   f"CPU compute-bound: {who} {share_text(min(shares.values()))} of the time",
                    {"compute_share": shares}, FIX_HEALTHY)
 
 

@@ -21,7 +21,8 @@ from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.dips import DIP_MIN_S, DIP_SPAN_S, DIP_UTIL, PENDING, recent_dips
 from sattui.view.lines import card_screen_lines, fit
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 
 
@@ -60,7 +61,7 @@ def dip_row(d: Dip, t_end: float, live: bool, width: int, whole: bool = False) -
     word where the row has no room for it; ``whole`` (the highlighted row) wraps it under
     itself instead, so the cause of the dip picked reads in full at 80 columns."""
     when = f"-{fmt.duration(t_end - d.t0)}" if live else fmt.clock(d.t0)
-    head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct(d.util_min, 3)}  "
+    head = f" {when:>7} {d.length_s:5.1f}s  min {fmt.pct_text(d.util_min, 3)}  "
     room = max(10, width - len(head) - 2)
     style = "dim" if d.cause == PENDING else ""
     out = Text(head, no_wrap=True, overflow="ellipsis", end="")
@@ -83,6 +84,7 @@ class CardScreen(SubScreen):
         *(Binding(str(d), f"app.open_card({d})", f"card {d}", show=False, tooltip="open card N")
           for d in range(10)),
     ]
+    SPAN_S = DIP_SPAN_S  # the dips list reads five minutes, whatever the zoom
 
     def __init__(self, card: int) -> None:
         super().__init__(name=f"card-{card}")

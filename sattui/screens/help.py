@@ -16,7 +16,7 @@ from sattui.clock_events import CLOCK_REASONS
 from sattui.screens.sattui_screen import SubScreen
 from sattui.states import State
 from sattui.view.data import ViewData
-from sattui.widgets.header import ViewState
+from sattui.view.status_lines import ViewState
 
 PARAGRAPHS = (
     ("Reading the strips",

@@ -11,8 +11,9 @@ from sattui.screens.sattui_screen import SattuiScreen
 from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.lines import main_lines
+from sattui.view.status_lines import ViewState
 from sattui.widgets.advice import AdvicePanel
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 
 ADVICE_MIN_LINES = 4  # the verdict's evidence and fix must stay readable at 80×24

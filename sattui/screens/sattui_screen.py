@@ -11,7 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from sattui.view.data import ViewData
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 
 if TYPE_CHECKING:
     from sattui.app import SattuiApp
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
 
 class SattuiScreen(Screen):
     """A screen redrawn by the app's timer, never by its own."""
+
+    # How far before the window's end the screen reads, when that is more than the window
+    # (the app copies the session's series over this much; sattui/view/data.py take()).
+    SPAN_S = 0.0
 
     @property
     def sattui(self) -> SattuiApp:

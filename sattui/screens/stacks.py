@@ -19,7 +19,8 @@ from sattui.view import fmt
 from sattui.view.data import ViewData
 from sattui.view.lines import fit, rank_steps
 from sattui.view.stacktable import states_present, top_functions
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 
 MAX_ROWS = 60
 # cells before the function column (29) + the table's padding (2) + a scrollbar (2)

@@ -11,7 +11,8 @@ from sattui.screens.sattui_screen import SubScreen
 from sattui.view.binning import Axis
 from sattui.view.data import ViewData
 from sattui.view.lines import worker_screen_lines
-from sattui.widgets.header import StatusHeader, ViewState
+from sattui.view.status_lines import ViewState
+from sattui.widgets.header import StatusHeader
 from sattui.widgets.timechart import TimeChart
 
 

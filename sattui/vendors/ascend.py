@@ -34,7 +34,7 @@ from sattui.vendors.box_table import Column, attach_processes, find_key, read_ca
 from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading, add_proc
 from sattui.vendors.tool import first_line, search_version
-from sattui.vendors.values import layout_error, mem_pair, num, one_line, pct, temp_c, to_bytes, to_index, watts
+from sattui.vendors.values import layout_error, mem_pair, num, one_line, parse_pct, temp_c, to_bytes, to_index, watts
 
 NPU_SMI = "npu-smi"
 
@@ -92,7 +92,7 @@ def parse_npu_smi_info(text: str) -> dict[int, CardReading]:
         r.extra = {"npu": npu, "chip": chip}
         r.power_w = watts(rec.get(find_key(rec, "power(w)", contains=("power",)) or "power(w)"), f"{w} Power")
         r.temp_c = temp_c(rec.get(find_key(rec, "temp(c)", contains=("temp",)) or "temp(c)"), f"{w} Temp")
-        r.util = pct(rec.get(find_key(rec, "aicore(%)", contains=("aicore",)) or "aicore(%)"), f"{w} AICore")
+        r.util = parse_pct(rec.get(find_key(rec, "aicore(%)", contains=("aicore",)) or "aicore(%)"), f"{w} AICore")
         # 910B and later: the HBM column is the device memory; the 310 family has only
         # "Memory-Usage", and on 910B that column is an empty "0 / 0" DDR.
         hbm_key = find_key(rec, "hbm-usage(mb)", contains=("hbm",))
@@ -171,13 +171,13 @@ def parse_usages(text: str) -> dict[int, CardReading]:
     for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
-        r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
+        r.util = parse_pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
         for cap in ("hbm capacity(mb)", "ddr capacity(mb)"):
             size = to_bytes(kv.get(cap), "MiB", what=f"{w} {cap}")
             if size:
                 r.mem_total = size
                 break
-        r.extra["hbm_usage_pct"] = pct(kv.get("hbm usage rate(%)"), f"{w} HBM Usage Rate")
+        r.extra["hbm_usage_pct"] = parse_pct(kv.get("hbm usage rate(%)"), f"{w} HBM Usage Rate")
         if r.util is None and r.mem_total is None and "aicore usage rate(%)" not in kv:
             continue
         out[chip] = r
@@ -193,7 +193,7 @@ def parse_common(text: str) -> dict[int, CardReading]:
     for chip, kv, _ in _chip_blocks(text):
         w = f"chip {chip}"
         r = CardReading(index=chip)
-        r.util = pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
+        r.util = parse_pct(kv.get("aicore usage rate(%)"), f"{w} Aicore Usage Rate")
         r.sm_clock_max_mhz = num(kv.get("aicore freq(mhz)"), f"{w} Aicore Freq")
         r.sm_clock_mhz = num(kv.get("aicore curfreq(mhz)"), f"{w} Aicore curFreq")
         r.temp_c = temp_c(kv.get("temperature(c)"), f"{w} Temperature")

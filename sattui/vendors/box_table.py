@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sattui.vendors.reading import CardReading, add_proc
 from sattui.vendors.tool import first_line
-from sattui.vendors.values import is_na, layout_error, mem_pair, one_line, pct, temp_c, to_bytes, to_index, watts
+from sattui.vendors.values import is_na, layout_error, mem_pair, one_line, parse_pct, temp_c, to_bytes, to_index, watts
 
 # A rule line: "+----+----+", "|====|====|", "-------": only these characters, and at
 # least three dashes/equals in a row, so a row of "-" values is not taken for a rule.
@@ -311,7 +311,7 @@ def reading_from_record(rec: dict[str, str], layout: BoxLayout) -> CardReading:
     idx = to_index(*layout.index.read(rec))
     where = f"{layout.card_word} {idx}"
     r = CardReading(index=idx, name=rec.get("name"), bus=layout.bus.cell(rec))
-    r.util = pct(*layout.util.read(rec, where))
+    r.util = parse_pct(*layout.util.read(rec, where))
     r.temp_c = temp_c(*layout.temp.read(rec, where))
     if layout.power is not None:
         power_text, power_what = layout.power.read(rec, where)

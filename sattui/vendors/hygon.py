@@ -26,7 +26,7 @@ from sattui.vendors.cli_backend import CliBackend
 from sattui.vendors.reading import CardReading
 from sattui.vendors.rocm import parse_rocm_smi_json, rocm_smi_is_hygon
 from sattui.vendors.tool import DEFAULT_TOOL_TIMEOUT_S, Tool, find_tool, in_dir_named, run_tool, version_probe
-from sattui.vendors.values import expect_unit, is_index, layout_error, one_line, pct
+from sattui.vendors.values import expect_unit, is_index, layout_error, one_line, parse_pct
 
 HY_SMI_DIRS = ("/opt/hyhal/bin",)
 DTK_DIRS = ("/opt/dtk/bin", "/opt/hyhal/bin")
@@ -87,7 +87,7 @@ def parse_hy_smi_concise(text: str) -> dict[int, CardReading]:
             r.sm_clock_mhz = expect_unit(row["SCLK"], ("MHz",), f"{w} SCLK")
         for uc in _UTIL_COLS:
             if uc in row:
-                r.util = pct(row[uc], f"{w} {uc}")
+                r.util = parse_pct(row[uc], f"{w} {uc}")
                 break
         out[idx] = r
     if not out:

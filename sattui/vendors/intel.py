@@ -31,7 +31,7 @@ from sattui.vendors.values import (
     num,
     num_unit,
     one_line,
-    pct,
+    parse_pct,
     scale_bytes,
 )
 from sattui.vendors.xpu_smi import INTEL, KUNLUN, identify_xpu_smi
@@ -155,7 +155,7 @@ def parse_xpu_stats(text: str) -> CardReading:
             found += 1
             what = f"device {idx} {label}"
             if attr in ("util", "dram_active"):
-                setattr(r, attr, pct(right, what))
+                setattr(r, attr, parse_pct(right, what))
             elif attr == "mem_used":
                 x = expect_unit(right, ("MiB",), what)
                 r.mem_used = scale_bytes(x, "MiB", what=what) if x is not None else None
@@ -209,7 +209,7 @@ def parse_xpu_dump_csv(text: str) -> dict[int, CardReading]:
                 continue
             what = f"device {idx} {h}"
             if attr in ("util", "dram_active"):
-                setattr(r, attr, pct(v, what))
+                setattr(r, attr, parse_pct(v, what))
             elif attr == "mem_used":
                 x = num(v, what)
                 r.mem_used = scale_bytes(x, "MiB", what=what) if x is not None else None

@@ -38,8 +38,8 @@ from sattui.vendors.values import (
     num,
     num_unit,
     one_line,
+    parse_pct,
     pcie_gen_from_speed,
-    pct,
     scale_bytes,
     to_bytes,
 )
@@ -120,10 +120,10 @@ def parse_rocm_smi_json(text: str) -> dict[int, CardReading]:
             k = next((k for k in keys if k in d and not is_na(d[k])), None)
             return None if k is None else conv(d[k], f"{key} {k!r}")
 
-        r.util = val(pct, "gpu use (%)", "dcu use (%)", "hcu use (%)")
+        r.util = val(parse_pct, "gpu use (%)", "dcu use (%)", "hcu use (%)")
         # mem_busy_percent (memory controller busy), not VRAM allocated: ROCm ≥ 6.1
         # moved the allocation figure to "GPU Memory Allocated (VRAM%)", left out here.
-        r.dram_active = val(pct, "gpu memory use (%)", "gpu memory read/write activity (%)")
+        r.dram_active = val(parse_pct, "gpu memory use (%)", "gpu memory read/write activity (%)")
         r.power_w = val(num, "average graphics package power (w)", "current socket graphics package power (w)",
                         "current graphics package power (w)", "average socket graphics package power (w)")
         r.power_limit_w = val(num, "max graphics package power (w)")
@@ -433,10 +433,10 @@ def parse_amd_smi_default(text: str) -> dict[int, CardReading]:
                                    f"got {len(c1)}+{len(c2)}")
             w = f"gpu {idx}"
             r = CardReading(index=idx, name=name or None, bus=bdf)
-            r.dram_active = pct(c1[0], f"{w} Mem-Uti")
+            r.dram_active = parse_pct(c1[0], f"{w} Mem-Uti")
             r.temp_c = expect_unit(c1[1], ("C",), f"{w} Temp")
             r.power_w, r.power_limit_w = _pair(c1[3], "W", f"{w} Power-Usage")
-            r.util = pct(c2[0], f"{w} GFX-Uti")
+            r.util = parse_pct(c2[0], f"{w} GFX-Uti")
             used, total = _pair(c2[2], "[KMGT]?i?B", f"{w} Mem-Usage")
             unit = re.search(r"([KMGT]?i?B)\s*$", c2[2].strip())
             u = unit.group(1) if unit else "MB"

@@ -144,8 +144,8 @@ def expect_unit(value: Any, units: Iterable[str], what: str) -> float | None:
     return x
 
 
-def pct(value: Any, what: str = "percentage") -> float | None:
-    """A percentage 0–100 ("37", "37 %", "37.5%", 37); ``None`` for N/A.
+def parse_pct(value: Any, what: str = "percentage") -> float | None:
+    """A vendor tool's percentage, parsed to 0–100 ("37", "37 %", "37.5%", 37); ``None`` for N/A.
 
     A little above 100 (rounding in the tool) is clamped; anything outside
     [0, 110] is not a utilisation and becomes ``None`` rather than a wrong number.

@@ -3,6 +3,11 @@
 Every screen draws from a :class:`ViewData`: the window's end ``t_end`` (now, the paused
 moment, or the replay cursor) and length, and the session's data read once per redraw
 and bounded by ``t_end`` (a replay may hold samples past its cursor; they must not show).
+
+The app makes one with :meth:`ViewData.take`, under the session's lock: it copies what a
+redraw reads (each series' samples around the window, the header, the newest findings)
+and the lock is let go before any binning or drawing, so the sampler thread never waits
+for the screen. A ``ViewData`` made directly reads the session itself, lazily.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sattui.findings import Finding, Severity, view_order
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.sampler_status import SamplerStatus
+from sattui.timeline import TimelineCopy
 from sattui.view.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
@@ -36,6 +42,12 @@ PROBLEM_EVENTS = {
     # --webhook / --on-finding: a finding could not be delivered, until one is (sattui/notify.py)
     "notify_failed": "notify_sent",
 }
+# How far a redraw's reads reach past its span (:meth:`ViewData.take` copies that much
+# more each side): the dips' ledger looks 92 s before a dip (sattui/view/dips.py PAD_S,
+# sattui/advisor/ledger.py MAX_START_S + RHYTHM_LOOKBACK_S) and up to a minute after it,
+# the stack strips 30 s back, the step counts 15 s. A read beyond the copy is still
+# right (it reads the session, locked; TimelineCopy.misses counts it).
+REACH_S = 120.0
 
 
 @dataclass
@@ -46,10 +58,39 @@ class ViewData:
     cache: BinCache = field(default_factory=BinCache)
     # The rank picked (its pid) for the stacks and workers screens; None: all ranks.
     rank_pid: int | None = None
+    # Set by take(): the copies read instead of the session.
+    copied: TimelineCopy | None = None
+    copied_findings: list[Finding] | None = None
+    copied_header: dict[str, Any] | None = None
+
+    @classmethod
+    def take(cls, session: Session, t_end: float, window_s: float, cache: BinCache, *,
+             span_s: float = 0.0, rank_pid: int | None = None, previous: ViewData | None = None) -> ViewData:
+        """A ViewData reading copies of what a redraw needs, taken at once: every series'
+        samples over ``[t_end - max(window_s, span_s) - REACH_S, t_end + REACH_S)`` (``span_s``:
+        what a screen reads before its window, as the dips' five minutes; the events: all of
+        them, the header lists those still in force), the header and the newest findings.
+        With ``previous`` (the last redraw's), each series copies only the samples that came
+        since (``previous`` is used up). Call it holding ``session.lock``; read the result
+        without it."""
+        reach = max(window_s, span_s) + REACH_S
+        copied = TimelineCopy(session.timeline, t_end - reach, t_end + REACH_S, lock=session.lock,
+                              skip=("finding",), whole=("event",),
+                              previous=previous.copied if previous is not None else None)
+        return cls(session, t_end, window_s, cache, rank_pid=rank_pid, copied=copied,
+                   copied_findings=cls._read_findings(session), copied_header=dict(session.header or {}))
+
+    @staticmethod
+    def _read_findings(session: Session) -> list[Finding]:
+        try:
+            found = list(session.findings())
+        except Exception as e:  # an advisor bug must not take the monitor down
+            return [Finding("advisor_error", Severity.INFO, 0.0, f"the advisor failed: {e}")]
+        return view_order(found)
 
     @property
     def timeline(self) -> Any:
-        return self.session.timeline
+        return self.copied if self.copied is not None else self.session.timeline
 
     @property
     def live(self) -> bool:
@@ -57,6 +98,8 @@ class ViewData:
 
     @cached_property
     def header(self) -> dict[str, Any]:
+        if self.copied_header is not None:
+            return self.copied_header
         return dict(self.session.header or {})
 
     @cached_property
@@ -65,11 +108,9 @@ class ViewData:
 
     @cached_property
     def findings(self) -> list[Finding]:
-        try:
-            found = list(self.session.findings())
-        except Exception as e:  # an advisor bug must not take the monitor down
-            return [Finding("advisor_error", Severity.INFO, 0.0, f"the advisor failed: {e}")]
-        return view_order(found)
+        if self.copied_findings is not None:
+            return self.copied_findings
+        return self._read_findings(self.session)
 
     @cached_property
     def verdict(self) -> Finding | None:

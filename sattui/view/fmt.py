@@ -5,7 +5,9 @@ from __future__ import annotations
 NA = "n/a"
 
 
-def pct(v: float | None, width: int = 0) -> str:
+def pct_text(v: float | None, width: int = 0) -> str:
+    """A percentage on the 0–100 scale as text: 37.4 → "37%" (right-aligned to ``width``).
+    (A 0–1 share is ``advisor.context.share_text``; a tool's text is ``vendors.values.parse_pct``.)"""
     s = NA if v is None else f"{v:.0f}%"
     return s.rjust(width) if width else s
 

@@ -491,13 +491,14 @@ def card_lines(data: ViewData, axis: Axis, cols: Columns, info: dict, layout: Ca
     label = card_label(data, info, cols.label)
     if selected:
         label = tuple((t, "selected" if s == "label" else s) for t, s in label)
-    val: list[Run] = [("util ", "dim"), (fmt.pct(util, 4), band(util)), ("  sm ", "dim"), (fmt.pct(sm, 4), "value")]
+    val: list[Run] = [("util ", "dim"), (fmt.pct_text(util, 4), band(util)),
+                      ("  sm ", "dim"), (fmt.pct_text(sm, 4), "value")]
     if c in data.lost_cards():
         # The label keeps SIMULATED; the loss takes the values' place (they are stale now).
-        val = [("LOST", "bad-tag"), (" last util ", "dim"), (fmt.pct(util), "value")]
+        val = [("LOST", "bad-tag"), (" last util ", "dim"), (fmt.pct_text(util), "value")]
     elif cols.value >= 30:
         mem = (last.mem_used / last.mem_total * 100) if last and last.mem_used is not None and last.mem_total else None
-        val += [("  mem ", "dim"), (fmt.pct(mem, 4), "value")]
+        val += [("  mem ", "dim"), (fmt.pct_text(mem, 4), "value")]
     if not layout.details and cols.value < 30:
         val = list(val[:2]) + [(" ", ""), (fmt.temp(last.temp_c if last else None), "value")]
     if all(v is None for v in mins):
@@ -815,11 +816,11 @@ def card_screen_lines(data: ViewData, axis: Axis, cols: Columns, card: int, room
     mem_total = (last.mem_total if last and last.mem_total else None) or info.get("mem_total")
     limit = (last.power_limit_w if last and last.power_limit_w else None) or info.get("power_limit_w")
     clk_max = (last.sm_clock_max_mhz if last and last.sm_clock_max_mhz else None) or info.get("sm_clock_max_mhz")
-    metric("util", "util %", 100.0, fmt.pct, band, dips=True)
+    metric("util", "util %", 100.0, fmt.pct_text, band, dips=True)
     marked = mark_line(axis, cols, mark) if mark is not None else None
     if marked is not None:
         lines.append(marked)
-    metric("sm_active", "SM %", 100.0, fmt.pct, band, dips=True)
+    metric("sm_active", "SM %", 100.0, fmt.pct_text, band, dips=True)
     metric("mem_used", "memory", mem_total, fmt.size, "bar")
     metric("power_w", "power", limit, fmt.watts, "bar")
     metric("temp_c", "temperature", 100.0, fmt.temp, "bar")

@@ -106,7 +106,7 @@ def test_columns_and_axis_labels():
 
 
 def test_formats():
-    assert fmt.pct(None) == "n/a" and fmt.pct(0.0) == "0%"
+    assert fmt.pct_text(None) == "n/a" and fmt.pct_text(0.0) == "0%"
     assert fmt.size(62 * 2 ** 30) == "62.0G" and fmt.size(None) == "n/a"
     assert fmt.rate(2.0e7) == "20M/s" and fmt.rate(0) == "0B/s"
     assert fmt.duration(133) == "2m13s" and fmt.clock(90) == "1:30" and fmt.window(3600) == "1h"

@@ -138,7 +138,7 @@ def test_a_data_rules_evidence_summary_and_doc():
     # workers never run them: checked with the module reloaded, docs/mutation-survivors.md):
     # the data-wait share's states ("data_wait" + "data_inline", their names and defaults),
     # the ranks' wall "or 1.0" → "and 1.0", the rounding to 4 / 2 places, the evidence keys,
-    # P=pct(d) → None / pct(None), and rule_fn.__doc__ → None. Contract test on a built
+    # P=share_text(d) → None / share_text(None), and rule_fn.__doc__ → None. Contract test on a built
     # window: a third of the time waiting on one busy worker, a ninth loading inline.
     k = TL().main(cpu=0.5).proc(201, "worker", 0.9549).stacks({"data_wait": 1 / 3, "data_inline": 1 / 9,
                                                                  "forward": 5 / 9})
@@ -172,7 +172,7 @@ def test_a_data_rule_shows_from_3_percent_scaled_by_relax():
 def test_the_stragglers_finding_in_full():
     # Kills straggler's edits to its evidence (keys, roundings to 3 places, the collective
     # share's state and default, the slow rank's own share and its "no cause" default), its
-    # summary's pct(wait) → pct(None), its fix ({R}, {CAUSE}, → None) and the slow rank's
+    # summary's share_text(wait) → share_text(None), its fix ({R}, {CAUSE}, → None) and the slow rank's
     # tie-break key. Contract test on a built two-rank CPU job: rank 0 waits in backward
     # (its own CPU at 0.037) and in collectives; rank 1 sleeps 65.43 % of its time.
     k = TL()
@@ -206,7 +206,7 @@ def test_the_stragglers_finding_in_full():
 def test_a_periodic_stall_names_its_largest_phase_first(shares, summary, evidence, fix_first):
     # Kills periodic_stall's edits: the phases' sums (get(k, 0.0) → 1.0 / get(None)), the
     # top phase's key, the wall "or 1.0" → "and 1.0", the phase shares' rounding, keys and
-    # order (largest first), the phase names in the summary, pct(d) → pct(None), and the
+    # order (largest first), the phase names in the summary, share_text(d) → share_text(None), and the
     # fixes' order and separator. Contract test on built windows.
     (f,) = rl.periodic_stall(_judged(TL().main(cpu=0.5).stacks(shares)))
     assert f.summary == summary and f.evidence == evidence

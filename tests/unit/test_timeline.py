@@ -183,3 +183,127 @@ def test_latest_is_the_newest_time_before_t1_whole_and_nothing_older():
     assert r.latest(4.0) == ["c"]  # t1 excluded, as in window()
     assert r.latest(3.0) == ["b1", "b2"]  # one evaluation's findings share their time
     assert r.latest(2.0) == []  # only what the ring still holds
+
+
+def _ring_with_history(capacity: int, n: int, seed: int) -> Ring:
+    """A ring that wrapped, with late (out-of-order) samples among its appends."""
+    import random
+
+    rng = random.Random(seed)
+    ring: Ring = Ring(capacity)
+    t = 0.0
+    for i in range(n):
+        t += rng.choice((0.0, 0.25, 0.5, 1.0))
+        late = rng.random() < 0.1
+        ring.append(t - 2.0 if late else t, ("s", i))
+    return ring
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_timeline_copy_answers_as_the_timeline_did_when_copied(seed):
+    """Every query of a TimelineCopy gives what the Timeline gave at the copy, inside the
+    copied span from the copy, outside it from the ring (counted as a miss), whatever the
+    Timeline got after."""
+    import math
+    import threading
+
+    from sattui.timeline import Timeline, TimelineCopy
+
+    tl = Timeline(history_s=60.0)  # 75 samples: they reach back past the copy's start
+    ring = _ring_with_history(tl.capacity_for("proc"), 200, seed)
+    tl._series[("proc", 1)] = ring
+    tl._series[("finding", 0)] = _ring_with_history(16, 30, seed + 10)
+    last = ring.last_t()
+    lo, hi = last - 12.0, last - 3.0
+    assert ring.first_t() < lo and len(ring) == ring.capacity  # wrapped, and older than the copy
+    lock = threading.RLock()
+    copy = TimelineCopy(tl, lo, hi, lock=lock, skip=("finding",))
+    queries = [(a, b) for a in (-math.inf, lo - 1, lo, lo + 0.25, hi - 1, hi) for b in (lo + 1, hi - 0.5, hi, math.inf)]
+    want = {q: tl.window("proc", 1, *q) for q in queries}
+    want_latest = {t: ring.latest(t) for t in (hi - 0.1, hi, math.inf)}
+    ends = (ring[0], ring[-1], ring.first_t(), ring.last_t(), len(ring))
+    got_findings = tl.series("finding", 0).latest(math.inf)
+    s = copy.series("proc", 1)
+    assert s is not None
+    inside = [q for q in queries if q[0] >= lo and q[1] <= hi]
+    for q in inside:
+        assert s.window(*q) == want[q], q
+    for t in (hi - 0.1, hi):
+        assert s.latest(t) == want_latest[t], t
+    assert (s[0], s[-1], s.first_t(), s.last_t(), len(s)) == ends
+    assert copy.misses == 0
+    # Outside the copy: the ring itself, under the lock, each read counted.
+    outside = [q for q in queries if q not in inside]
+    for q in outside:
+        assert s.window(*q) == want[q], q
+    assert s.latest(math.inf) == want_latest[math.inf]
+    assert copy.series("finding", 0).latest(math.inf) == got_findings
+    assert copy.misses == len(outside) + 2
+    # Samples appended after the copy change nothing inside it.
+    for k in range(50):
+        ring.append(last + 1 + k, ("new", k))
+    for q in inside:
+        assert s.window(*q) == want[q], q
+    assert s[-1] == ends[1] and len(s) == ends[4]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_copy_brought_up_to_date_equals_a_fresh_one(seed):
+    """Copies taken one after another, each from the one before (previous=): each holds
+    exactly what a fresh copy of its span would, through in-order appends, late samples,
+    a py-spy-like chunk (extend), evictions of a full ring, and a window that moves on or
+    back; and the cheap path (only the new samples copied) is the one mostly taken."""
+    import math
+    import random
+
+    from sattui.timeline import Timeline, TimelineCopy
+
+    rng = random.Random(seed)
+    tl = Timeline(history_s=40.0)  # 50 proc samples, 800 stack spans: both rings wrap
+    t = chunk_end = 0.0
+    prev = None
+    extended = fresh = 0
+    for _step in range(300):
+        for _ in range(rng.randint(0, 4)):
+            t += rng.choice((0.0, 0.3, 0.5))
+            late = rng.random() < 0.01
+            tl.add("proc", 1, t - 5.0 if late else t, ("p", t))
+        if rng.random() < 0.3:  # a chunk of spans up to now (at times one arriving late)
+            first = t - 2.0 if rng.random() < 0.02 else chunk_end
+            n = rng.randint(1, 40)
+            tl.add_many("stack", 2, [_Span(first + (t - first) * i / n) for i in range(n)])
+            chunk_end = max(chunk_end, t)
+        # Mostly following now, at times paused back or zoomed out.
+        end = t - (0.0 if rng.random() < 0.9 else rng.choice((3.0, 30.0)))
+        window = 10.0 if rng.random() < 0.95 else 60.0
+        lo, hi = end - window, end + 5.0
+        before = {k: s._items for k, s in prev._series.items()} if prev is not None else {}
+        copy = TimelineCopy(tl, lo, hi, whole=("event",), previous=prev)
+        for key, s in copy._series.items():
+            ring = tl.series(*key)
+            assert (s._times, s._items) == ring.copy_window(lo, hi), (key, _step)
+            assert s.window(lo, hi) == ring.window(lo, hi)
+            if key in before and s._items is before[key]:
+                extended += 1
+            else:
+                fresh += 1
+        assert copy.misses == 0
+        prev = copy
+    assert extended > 2 * fresh, (extended, fresh)
+    # The copy taken over reads the ring from then on, as it is now.
+    old = TimelineCopy(tl, t - 10, t + 1)
+    TimelineCopy(tl, t - 10, t + 1, previous=old)
+    assert old.series("proc", 1).window(-math.inf, math.inf) == tl.window("proc", 1, -math.inf, math.inf)
+    assert old.misses == 1
+
+
+class _Span:
+    __slots__ = ("t",)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Span) and other.t == self.t
+
+    __hash__ = None  # type: ignore[assignment]

@@ -31,8 +31,8 @@ from sattui.vendors.values import (
     num,
     num_unit,
     one_line,
+    parse_pct,
     pcie_gen_from_speed,
-    pct,
     temp_c,
     to_bytes,
     to_index,
@@ -294,7 +294,7 @@ def test_a_number_with_a_unit_that_is_not_one_is_named_in_the_error(value, messa
 def test_a_percentage_a_little_over_100_is_clamped_and_more_is_unknown(text, util):
     # Kills clamp_pct's "x > 110" → ">= 110" / "> 111": up to 110 % is the tool's
     # rounding (clamped to 100), beyond it is no utilisation at all. Contract test.
-    assert pct(text, "card 0 Util") == util
+    assert parse_pct(text, "card 0 Util") == util
 
 
 @pytest.mark.parametrize(("value", "ok"), [(True, False), (False, False), (0, True), (95, True),

@@ -403,9 +403,9 @@ def test_number_helpers():
     assert values.expect_unit("65.0W", ("W",), "power") == 65.0
     assert values.expect_unit("49.0C", ("C",), "temp") == 49.0
     assert values.expect_unit("79 °C", ("C",), "temp") == 79.0
-    assert values.pct("37 %") == 37.0 and values.pct("100.4") == 100.0 and values.pct("250%") is None
+    assert values.parse_pct("37 %") == 37.0 and values.parse_pct("100.4") == 100.0 and values.parse_pct("250%") is None
     for na in ("N/A", "-", "", "  ", None, "Not Supported"):
-        assert values.num(na) is None and values.pct(na) is None and values.to_bytes(na) is None
+        assert values.num(na) is None and values.parse_pct(na) is None and values.to_bytes(na) is None
     assert values.to_bytes("1024MiB") == 1024 * MiB
     assert values.to_bytes("2068 KiB") == 2068 * 1024
     assert values.to_bytes("5.9 MB") == round(5.9 * MiB)  # binary by default (amd-smi)
@@ -424,7 +424,7 @@ def test_number_helpers():
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from([values.num, values.num_unit, values.pct, values.to_bytes, values.extract_json,
+@given(st.sampled_from([values.num, values.num_unit, values.parse_pct, values.to_bytes, values.extract_json,
                         lambda v: rocm.amd_value(v, "x"), lambda v: values.expect_unit(v, ("W",), "x")]),
        st.text(max_size=40) | json_values)
 def test_number_helpers_only_raise_parse_errors(fn, value):
