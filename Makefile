@@ -1,7 +1,8 @@
 # The README's two commands, each doing its own set-up on a fresh clone:
 #
 #   make demo    the monitor on the bundled PyTorch trainer and a SIMULATED card
-#   make test    the test suite (`python -m pytest -q` inside .venv)
+#   make test    the test suite (pytest inside .venv): the tests not marked e2e in
+#                parallel, then the e2e ones alone (scripts/run_tests.sh)
 #
 # Both create .venv, install the pinned CPU torch (the example trainer and the tests
 # need it; sattui itself never imports it) and sattui with its test extra. That runs
@@ -21,8 +22,11 @@ VENV ?= .venv
 # example `--index-url https://download.pytorch.org/whl/cpu`) go in TORCH_PIP_ARGS.
 TORCH := torch==2.13.0
 TORCH_PIP_ARGS ?=
-# Extra arguments to pytest: `make test PYTEST_ARGS="-x tests/unit"`.
+# Extra arguments to pytest: `make test PYTEST_ARGS="-x tests/unit"`. Both halves of the
+# run get them (scripts/run_tests.sh).
 PYTEST_ARGS ?=
+# pytest-xdist's workers for the tests not marked e2e: auto is one per physical core.
+TEST_JOBS ?= auto
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sattui-installed
@@ -32,8 +36,10 @@ STAMP := $(VENV)/.sattui-installed
 demo: $(STAMP)
 	$(BIN)/sattui demo
 
+# The CPU-bound tests share the cores; the end-to-end ones (real trainers, timings) then
+# run one at a time with the box to themselves.
 test: $(STAMP) test-tools
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(SHELL) scripts/run_tests.sh $(BIN)/python $(TEST_JOBS) $(PYTEST_ARGS)
 
 # Debian's prometheus (with promtool) and tmux, which the tests run for real: installed
 # where missing when we are root with apt-get, otherwise one line says what to install

@@ -53,6 +53,15 @@ def py_spy_on(pid: int) -> list[psutil.Process]:
     return out
 
 
+def wait_share(lines: list[dict], wall0: float, wall1: float) -> float:
+    """A trainer's own share of wall time in next(loader) between two wall-clock times, from
+    its truth lines (cumulative ``wait_s`` and ``elapsed_s``)."""
+    a = min(lines, key=lambda r: abs(r["wall"] - wall0))
+    b = min(lines, key=lambda r: abs(r["wall"] - wall1))
+    assert b["elapsed_s"] - a["elapsed_s"] > 5, (a, b)
+    return (b["wait_s"] - a["wait_s"]) / (b["elapsed_s"] - a["elapsed_s"])
+
+
 class Trainer:
     """A running ``sattui.demo.trainer`` with its own truth file."""
 
@@ -80,11 +89,7 @@ class Trainer:
 
     def wait_share(self, wall0: float, wall1: float) -> float:
         """The trainer's own share of wall time in next(loader) between two wall-clock times."""
-        lines = self.truth_lines()
-        a = min(lines, key=lambda r: abs(r["wall"] - wall0))
-        b = min(lines, key=lambda r: abs(r["wall"] - wall1))
-        assert b["elapsed_s"] - a["elapsed_s"] > 5, (a, b)
-        return (b["wait_s"] - a["wait_s"]) / (b["elapsed_s"] - a["elapsed_s"])
+        return wait_share(self.truth_lines(), wall0, wall1)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -197,6 +202,58 @@ def demo_trainer_run(tmp_path_factory):
         return runs[key]
 
     return get
+
+
+# The healthy, compute-bound trainer (sattui.demo.phase_trainer: a large MLP on cheap data,
+# one worker) with `sattui record --pid` attached once its loop runs, until it exits:
+# test_ledger_scenarios.py judges its ledger and steps (S00), test_record_cli.py that
+# attaching by pid works and sees little data wait. 36 s of training: the recording (from
+# the attach, ~1-2 s into the loop) is then about as long as the 35 s that S00 had when
+# `record -- CMD` started the trainer itself and recorded its imports too.
+HEALTHY_ARGS = ("--batch", "512", "--width", "2048", "--depth", "8")
+HEALTHY_S = 36
+
+
+@dataclass(frozen=True)
+class AttachedRun:
+    """A phase trainer recorded by ``sattui record --pid`` from mid-run to its exit."""
+
+    out: Path      # the recording
+    truth: Path    # the trainer's own truth (JSON lines, cumulative seconds)
+    steps: Path    # the trainer's step starts (monotonic clock, one a line)
+    pid: int       # the trainer's pid
+    wall0: float   # wall clock when `record --pid` was started
+    wall1: float   # … and when it returned
+    stderr: str    # what `sattui record` said
+
+
+@pytest.fixture(scope="session")
+def healthy_attached_run(tmp_path_factory) -> AttachedRun:
+    need_trainer_tools()
+    d = tmp_path_factory.mktemp("healthy-attached")
+    out, truth, steps = d / "run.jsonl", d / "truth.jsonl", d / "steps.txt"
+    proc = subprocess.Popen([sys.executable, "-m", "sattui.demo.phase_trainer", "--seconds", str(HEALTHY_S),
+                             "--truth", str(truth), "--step-times", str(steps), *HEALTHY_ARGS],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # attach once the loop has run a while (imports done, the worker up): mid-run
+        end = time.monotonic() + 60
+        while not (truth.exists() and len(truth.read_text().splitlines()) >= 2):
+            assert proc.poll() is None, f"trainer died: {proc.stdout.read().decode()}"
+            assert time.monotonic() < end, "trainer did not start training in time"
+            time.sleep(0.2)
+        wall0 = time.time()
+        r = run_sattui("record", "--pid", str(proc.pid), "-o", str(out), "--rate", "20", "--duration", "120",
+                       timeout=180)
+        wall1 = time.time()
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+        assert proc.wait(30) == 0, proc.stdout.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return AttachedRun(out, truth, steps, proc.pid, wall0, wall1, r.stderr)
 
 
 # The input-bound demo under ``sattui record --metrics … --webhook …`` with a Slurm job in

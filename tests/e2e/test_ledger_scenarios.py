@@ -23,7 +23,9 @@ the scenario's cause at that share — the headline is whichever of the two is l
 below medium.
 
 CPU only, 2 cores: seven recordings of 14–40 s of training; the whole file takes about
-6 minutes alone (longer on a loaded machine, where the imports are slower).
+6 minutes alone (longer on a loaded machine, where the imports are slower). The healthy
+one is recorded by ``record --pid`` (conftest.py's healthy_attached_run), attached mid-run:
+test_record_cli.py judges the same run.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from sattui.advisor.verdict import SPECS
+from tests.e2e.conftest import AttachedRun
 from tests.e2e.test_scenarios import (  # noqa: F401  (_tools: the module's autouse fixture)
     S00_FORBIDDEN,
     SEV_RANK,
@@ -208,12 +211,15 @@ def mono_at(lines: list[dict], wall: float) -> float:
 # --------------------------------------------------------------------------- scenarios
 
 
-def test_healthy_compute_bound(tmp_path):
+def test_healthy_compute_bound(healthy_attached_run: AttachedRun):
     # A large MLP on cheap data: the loop computes nearly all the time; batch 512 makes
     # a step long enough (several sampling periods per phase) to be seen from outside.
-    # 30 s: a 35-s run of a loaded box, cut at 31 s, was healthy on all of its 19
-    # evaluations (decided 3 s after the warm-up).
-    rep, lines, rec = run_phase_trainer(tmp_path, 30, "--batch", "512", "--width", "2048", "--depth", "8")
+    # One run with test_record_cli.py's compute-bound test (conftest.py): `record --pid`
+    # attached mid-run, ~34 s recorded. A 35-s recording of a loaded box, cut at 31 s, was
+    # healthy on all of its 19 evaluations (decided 3 s after the warm-up).
+    run = healthy_attached_run
+    rep, lines, rec = report(run.out), read_lines(run.truth), run.out
+    assert lines[-1].get("final"), "trainer did not finish"
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)
     cont = contention_truth(sh)
@@ -222,7 +228,7 @@ def test_healthy_compute_bound(tmp_path):
     # last three sampling periods (20 Hz) on average: then every one is seen twice or more.
     per_step = {k: sh[k] / sh["steps_per_s"] for k in ("fwd_s", "bwd_s", "opt_s")}
     owed = per_step["fwd_s"] >= 0.15 and per_step["bwd_s"] + per_step["opt_s"] >= 0.15
-    steps = check_steps(rep, lines, wall0, wall1, step_lengths(tmp_path / "steps.txt", mono_at(lines, wall0)),
+    steps = check_steps(rep, lines, wall0, wall1, step_lengths(run.steps, mono_at(lines, wall0)),
                         required=owed)
     steps += f"; truth per step {per_step}, figures owed: {owed}"
     print(f"healthy: truth wait {sh['wait_s']:.3f} contention {cont:.3f}; ledger lost {lost:.3f} "

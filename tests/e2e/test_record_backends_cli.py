@@ -41,6 +41,10 @@ from tests.unit.test_vendor_intel import XPU_SMI_VERSION
 from tests.unit.test_vendor_rocm import AMD_SMI_VERSION, ROCM_SMI_VERSION
 from tests.vendor_tools import install_tool, isolate_path
 
+# e2e: real CLI processes whose timing is asserted (a hung tool must cost at most its
+# timeout, each card sampled twice in 3 s): run alone, not beside parallel unit tests.
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[2]
 AUTO_ORDER = auto_order()
 FIX = REPO / "tests" / "fixtures" / "vendors"

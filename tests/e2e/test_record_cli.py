@@ -3,31 +3,21 @@
 Each trainer measures its own truth inside the process (time in ``next(loader)``);
 sattui's figure from outside must agree with it. The input-bound and inline runs are
 test_scenarios.py's S01 and S03 (one run per scenario, conftest.py); the compute-bound one
-is attached to by pid, mid-run.
+is test_ledger_scenarios.py's healthy run, attached to by pid mid-run.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from datetime import datetime
 
 import pytest
 
-from tests.e2e.conftest import RUN_SECRET, DemoRun, run_sattui
+from tests.e2e.conftest import RUN_SECRET, AttachedRun, DemoRun, run_sattui, wait_share
 from tests.e2e.test_scenarios import LOADER, loader_run
 
 pytestmark = pytest.mark.e2e
-
-
-def _record(pid: int, out, seconds: float) -> tuple[float, float]:
-    w0 = time.time()
-    r = run_sattui("record", "--pid", str(pid), "-o", str(out), "--duration", str(seconds))
-    w1 = time.time()
-    assert r.returncode == 0, r.stderr
-    assert "Traceback" not in r.stderr
-    return w0, w1
 
 
 def _report(path) -> dict:
@@ -72,13 +62,18 @@ def test_input_bound_data_wait_matches_the_trainers_own_figure(demo_trainer_run)
     assert RUN_SECRET not in text.stdout and RUN_SECRET not in run.stderr
 
 
-def test_compute_bound_shows_little_data_wait(trainer_factory, tmp_path):
-    tr = trainer_factory("compute_bound", 30)
-    tr.wait_training()
-    out = tmp_path / "run.jsonl"
-    w0, w1 = _record(tr.pid, out, 12)
-    states = _report(out)["trainer"]["states"]
-    truth = tr.wait_share(w0, w1)
+def test_compute_bound_shows_little_data_wait(healthy_attached_run: AttachedRun):
+    # The healthy trainer's run (conftest.py; test_ledger_scenarios.py judges its ledger):
+    # `record --pid` attached mid-run, once the trainer's loop was training
+    run = healthy_attached_run
+    header = json.loads(run.out.read_text().splitlines()[0])
+    lines = [json.loads(x) for x in run.truth.read_text().splitlines() if x.strip()]
+    assert header["pid"] == run.pid
+    # attached to a running trainer: its loop had started before the recording did
+    assert lines[0]["wall"] < datetime.fromisoformat(header["started_at"]).timestamp(), (lines[0], header)
+    assert "ended by trainer_exited" in run.stderr, run.stderr
+    states = _report(run.out)["trainer"]["states"]
+    truth = wait_share(lines, run.wall0, run.wall1)
     assert truth <= 0.10
     # within 0.10 of the trainer's own small figure, as the input-bound test's tolerance:
     # on a loaded 2-core box sampled shares stray that far (CI saw 0.13 once)

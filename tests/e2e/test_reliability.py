@@ -23,6 +23,10 @@ import pytest
 from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, py_spy_on, run_sattui, sattui_cmd
 
+# e2e: real processes whose timing is asserted (no tick lost, sattui's CPU per second):
+# run alone, not beside parallel unit tests.
+pytestmark = pytest.mark.e2e
+
 IS_ROOT = os.geteuid() == 0
 
 SPIN = """

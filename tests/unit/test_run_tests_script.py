@@ -1,0 +1,86 @@
+"""`make test` runs the suite in two halves (scripts/run_tests.sh): the tests not marked
+e2e in parallel, then the e2e ones alone, each half given the user's PYTEST_ARGS.
+
+The script is run for real with a fake ``python`` that logs its arguments and exits as
+told, one exit status per call; the selection itself (tests/conftest.py's ``--e2e``) is
+checked with the real pytest collecting a file that holds both kinds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "run_tests.sh"
+
+
+def _run(tmp_path: Path, codes: list[int], *args: str) -> tuple[int, list[list[str]]]:
+    """The script's exit status and each call of the fake python's arguments (one a line,
+    NUL-separated words), the fake exiting with ``codes`` in turn."""
+    log, state = tmp_path / "calls", tmp_path / "n"
+    fake = tmp_path / "python"
+    fake.write_text(f"""#!/bin/sh
+printf '%s\\0' "$@" >> {log}
+echo >> {log}
+n=$(cat {state} 2>/dev/null || echo 0)
+echo $((n + 1)) > {state}
+set -- {' '.join(str(c) for c in codes)}
+shift "$n"
+exit "$1"
+""")
+    fake.chmod(0o755)
+    p = subprocess.run(["sh", str(SCRIPT), str(fake), "2", *args], capture_output=True, text=True, timeout=30)
+    calls = [ln.rstrip("\0").split("\0") for ln in log.read_text().splitlines()] if log.exists() else []
+    return p.returncode, calls
+
+
+def test_both_halves_get_the_users_arguments(tmp_path):
+    rc, calls = _run(tmp_path, [0, 0], "-x", "tests/unit", "-k", "a and not b")
+    assert rc == 0
+    assert calls == [["-m", "pytest", "-q", "-n", "2", "--e2e=no", "-x", "tests/unit", "-k", "a and not b"],
+                     ["-m", "pytest", "-q", "--e2e=only", "-x", "tests/unit", "-k", "a and not b"]]
+
+
+@pytest.mark.parametrize("codes, want", [
+    ([0, 5], 0),  # only unit tests selected (tests/unit): the e2e half finds none, fine
+    ([5, 0], 0),  # only e2e tests selected
+    ([5, 5], 5),  # nothing at all selected: said, as pytest says it
+    ([1, 0], 1),  # a failure in the first half fails the run; the second half still ran
+    ([0, 1], 1),
+    ([1, 5], 1),
+])
+def test_exit_status_is_the_first_failure_and_an_empty_half_is_no_failure(tmp_path, codes, want):
+    rc, calls = _run(tmp_path, codes)
+    assert rc == want
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("stop", ["-x", "--exitfirst", "--maxfail=3"])
+def test_stop_at_first_failure_does_not_start_the_second_half(tmp_path, stop):
+    rc, calls = _run(tmp_path, [1, 0], stop)
+    assert rc == 1 and len(calls) == 1
+
+
+@pytest.mark.parametrize("code", [2, 3, 4])
+def test_an_interrupted_or_broken_first_half_stops_the_run(tmp_path, code):
+    rc, calls = _run(tmp_path, [code, 0])
+    assert rc == code and len(calls) == 1
+
+
+def _collected(option: str) -> set[str]:
+    # test_record_faults.py holds both kinds: CLI checks and real trainers (mark e2e)
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", option,
+                        "tests/e2e/test_record_faults.py"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return {ln.split("::")[1].split("[")[0] for ln in p.stdout.splitlines() if "::" in ln}
+
+
+def test_the_e2e_option_splits_a_selection_by_the_mark():
+    everything = _collected("--e2e=all")
+    only, no = _collected("--e2e=only"), _collected("--e2e=no")
+    assert only == {"test_trainer_exits_mid_recording", "test_signal_stops_recording_leaving_a_readable_file"}
+    assert "test_no_such_pid" in no
+    assert only | no == everything and not only & no
