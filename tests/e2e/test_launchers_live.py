@@ -113,8 +113,10 @@ def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path
 def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
     """The issue's case: `sattui --pid <the wrapper>` of a `bash -c 'python train.py; …'`."""
     said = tmp_path / "trainer.out"  # the trainer prints its own pid there
-    wrapper = subprocess.Popen(["bash", "-c", f"{PY} -m sattui.demo.trainer --scenario compute_bound --seconds 40 "
-                                              f">{shlex.quote(str(said))}; true"], cwd=REPO, start_new_session=True)
+    # one epoch for the whole run (no worker restarts, as _compute_bound expects)
+    cmd = (f"{PY} -m sattui.demo.trainer --scenario compute_bound --seconds 40 --epoch-items 65536 "
+           f">{shlex.quote(str(said))}; true")
+    wrapper = subprocess.Popen(["bash", "-c", cmd], cwd=REPO, start_new_session=True)
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end and not psutil.Process(wrapper.pid).children():
@@ -142,7 +144,10 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
 def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     out = tmp_path / "exec.jsonl"
     r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c",
-                   f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 12", timeout=180)
+                   f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 12"
+                   # one epoch for the whole run: the default ~5-s epochs restart the workers
+                   # each time, and the waits for the new ones were 11 % of a 12-s run on CI
+                   " --epoch-items 65536", timeout=180)
     assert r.returncode == 0, r.stderr
     header, recs = _records(out)
     found = _found(recs)
