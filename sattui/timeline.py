@@ -223,7 +223,35 @@ class Ring(Generic[T]):
         return self.time_at(self._len - 1) if self._len else None
 
 
-class Timeline:
+class _SeriesReads:
+    """The reads a Timeline and its copy answer alike, over ``_series`` ((kind, key) ->
+    a ring or a ring's copy: anything with ``window``, ``len`` and indexing)."""
+
+    _series: dict[tuple[str, Hashable], Any]
+
+    def keys(self, kind: str) -> list[Hashable]:
+        return [k for (kd, k) in self._series if kd == kind]
+
+    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
+        ring = self._series.get((kind, key))
+        return ring.window(t0, t1) if ring is not None else []
+
+    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
+        """Every series of a kind over ``[t0, t1)``; series with nothing there are left out."""
+        out = {}
+        for (kd, key), ring in self._series.items():
+            if kd == kind:
+                w = ring.window(t0, t1)
+                if w:
+                    out[key] = w
+        return out
+
+    def last(self, kind: str, key: Hashable) -> Any | None:
+        ring = self._series.get((kind, key))
+        return ring[-1] if ring is not None and len(ring) else None
+
+
+class Timeline(_SeriesReads):
     """All series of one session, keyed by ``(kind, key)``.
 
     ``history_s`` bounds memory: a series of rate ``r`` holds ``history_s * r * 1.25``
@@ -266,29 +294,8 @@ class Timeline:
         # max's own test, item > kept, in order from latest_t: what add does per item.
         self.latest_t = max(self.latest_t, *times)
 
-    def keys(self, kind: str) -> list[Hashable]:
-        return [k for (kd, k) in self._series if kd == kind]
-
     def series(self, kind: str, key: Hashable) -> Ring[Any] | None:
         return self._series.get((kind, key))
-
-    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
-        ring = self._series.get((kind, key))
-        return ring.window(t0, t1) if ring is not None else []
-
-    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
-        """Every series of a kind over ``[t0, t1)``; series with nothing there are left out."""
-        out = {}
-        for (kd, key), ring in self._series.items():
-            if kd == kind:
-                w = ring.window(t0, t1)
-                if w:
-                    out[key] = w
-        return out
-
-    def last(self, kind: str, key: Hashable) -> Any | None:
-        ring = self._series.get((kind, key))
-        return ring[-1] if ring is not None and len(ring) else None
 
     def sample_count(self) -> int:
         return sum(len(r) for r in self._series.values())
@@ -398,7 +405,7 @@ class SeriesCopy(Generic[T]):
         return self.window(t_last, math.nextafter(t_last, math.inf))
 
 
-class TimelineCopy:
+class TimelineCopy(_SeriesReads):
     """What a reader on another thread needs of a :class:`Timeline`, copied at once: every
     series' samples in ``[t_lo, t_hi)`` (the kinds in ``whole``: all up to ``t_hi``; in
     ``skip``: none, every query of them reads the live ring). Made under the lock the
@@ -427,25 +434,5 @@ class TimelineCopy:
         with self._lock:
             return read()
 
-    def keys(self, kind: str) -> list[Hashable]:
-        return [k for (kd, k) in self._series if kd == kind]
-
     def series(self, kind: str, key: Hashable) -> SeriesCopy[Any] | None:
         return self._series.get((kind, key))
-
-    def window(self, kind: str, key: Hashable, t0: float, t1: float) -> list[Any]:
-        ring = self._series.get((kind, key))
-        return ring.window(t0, t1) if ring is not None else []
-
-    def window_all(self, kind: str, t0: float, t1: float) -> dict[Hashable, list[Any]]:
-        out = {}
-        for (kd, key), ring in self._series.items():
-            if kd == kind:
-                w = ring.window(t0, t1)
-                if w:
-                    out[key] = w
-        return out
-
-    def last(self, kind: str, key: Hashable) -> Any | None:
-        ring = self._series.get((kind, key))
-        return ring[-1] if ring is not None and len(ring) else None
