@@ -8,7 +8,9 @@ every 0.25 s for ``--watch-s`` seconds. Printed per scenario:
 
 * ``first_right_s``: seconds after attach to the first headline in the scenario's right set
   that stays right to the end of the watch (``-`` if it never settles on a right one);
-* ``changes_after``: how often the headline changed after that moment;
+* ``changes_after``: how often the headline changed after that moment; and
+  ``changes_after_first``: after the first headline of any kind (other than ``no_data``),
+  so a right answer that a later wrong one replaced for a while counts too;
 * ``wrong``: the headlines (other than ``no_data``) that were shown and are not right;
 * ``final``: the last headline, with its impact and interval where it has them.
 
@@ -111,8 +113,13 @@ class Result:
             changes = sum(1 for a, b in zip(after, after[1:]) if a != b)
         wrong = sorted({r for _, r in rules if r not in right and r != "no_data"})
         first_any = next((t for t, r in rules if r != "no_data"), None)
+        changes_any = 0
+        if first_any is not None:
+            after = [r for t, r in rules if t >= first_any]
+            changes_any = sum(1 for a, b in zip(after, after[1:]) if a != b)
         return {"scenario": self.name, "change_s": self.change_s, "first_right_s": first_right,
-                "first_headline_s": first_any, "changes_after": changes, "wrong": wrong,
+                "first_headline_s": first_any, "changes_after": changes,
+                "changes_after_first": changes_any, "wrong": wrong,
                 "final": self.heads[-1][2] if self.heads else None, "watch_s": watch_s, "error": self.error}
 
 
@@ -174,6 +181,7 @@ def main() -> int:
     p.add_argument("--json", action="store_true", help="one JSON line per scenario, with every headline")
     args = p.parse_args()
     chosen = [s for s in SCENARIOS if args.only is None or s.name in args.only.split(",")]
+    # changes: after the first right headline / after the first headline of any kind
     print(f"{'scenario':<12} {'first right':>11} {'first any':>9} {'changes':>7}  wrong / final")
     for sc in chosen:
         res = run(sc, args.watch_s)
@@ -185,7 +193,8 @@ def main() -> int:
         if res.change_s is not None:
             fr += f" (after the change at {res.change_s:.0f} s)"
         fa = "-" if s["first_headline_s"] is None else f"{s['first_headline_s']:.1f} s"
-        print(f"{sc.name:<12} {fr:>11} {fa:>9} {s['changes_after']:>7}  "
+        ch = f"{s['changes_after']}/{s['changes_after_first']}"
+        print(f"{sc.name:<12} {fr:>11} {fa:>9} {ch:>7}  "
               f"{','.join(s['wrong']) or '-'} / {s['final']}{' ERROR ' + res.error if res.error else ''}",
               flush=True)
     return 0

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 PROC_STAT = "/proc/stat"
+PROC_MEMINFO = "/proc/meminfo"
 SYS_CPU = "/sys/devices/system/cpu"
 
 
@@ -80,6 +81,35 @@ def parse_proc_stat(text: str) -> CpuTimes | None:
 def read_proc_stat(path: str = PROC_STAT) -> CpuTimes | None:
     text = _read(path)
     return None if text is None else parse_proc_stat(text)
+
+
+# --------------------------------------------------------------------------- /proc/meminfo
+
+
+@dataclass(frozen=True, slots=True)
+class HostMemory:
+    """The host's memory in bytes (``/proc/meminfo``); None where a line is missing."""
+
+    total: int | None  # MemTotal
+    available: int | None  # MemAvailable: what new allocations can get without swapping
+
+
+def parse_meminfo(text: str) -> HostMemory | None:
+    got: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable"):
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                got[key] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
+    if not got:
+        return None
+    return HostMemory(got.get("MemTotal"), got.get("MemAvailable"))
+
+
+def read_meminfo(path: str = PROC_MEMINFO) -> HostMemory | None:
+    text = _read(path)
+    return None if text is None else parse_meminfo(text)
 
 
 # --------------------------------------------------------------------------- cgroups

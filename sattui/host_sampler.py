@@ -41,8 +41,10 @@ class HostSampler:
     """Deltas of the host's counters between calls of :meth:`sample`, for trainer ``pid``."""
 
     def __init__(self, pid: int, clock: Callable[[], float], *, proc_stat: str = host.PROC_STAT,
-                 sys_cpu: str = host.SYS_CPU, refresh_s: float = REFRESH_S) -> None:
+                 sys_cpu: str = host.SYS_CPU, refresh_s: float = REFRESH_S,
+                 meminfo: str = host.PROC_MEMINFO) -> None:
         self.pid = pid
+        self._meminfo = meminfo
         self._clock = clock
         self._proc_stat = proc_stat
         self._sys_cpu = sys_cpu
@@ -114,5 +116,8 @@ class HostSampler:
             out.freq_max_mhz = sum(top) / len(top) / 1000 if top else None
             govs = Counter(g for g in (self._governor.get(c) for c in cpus) if g is not None)
             out.governor = ",".join(sorted(govs)) if govs else None
+        mem = host.read_meminfo(self._meminfo)
+        if mem is not None:
+            out.mem_total, out.mem_available = mem.total, mem.available
         self._mono = mono
         return out

@@ -119,7 +119,7 @@ class WorkerStack:
 
 @dataclass(slots=True)
 class HostSample:
-    """The trainer's host at one tick: CPU busy, cgroup CPU throttling, CPU clocks.
+    """The trainer's host at one tick: CPU busy, cgroup CPU throttling, CPU clocks, memory.
 
     Counters are deltas over the interval since the previous tick (None on the first).
     """
@@ -136,6 +136,8 @@ class HostSample:
     freq_mhz: float | None = None  # mean current clock over the trainer's CPUs
     freq_max_mhz: float | None = None
     governor: str | None = None
+    mem_total: int | None = None  # bytes (/proc/meminfo MemTotal)
+    mem_available: int | None = None  # bytes (MemAvailable)
 
     kind = "host"
 

@@ -40,6 +40,11 @@ CARD_HIGH_TO_FULL_S = 3600.0
 # A worker's USS growing while its RSS stays within this share of that growth: pages it
 # shared with the trainer turned private (copy-on-read), not new allocations.
 COPY_ON_READ_RSS = 0.25
+# [proposal] Copy-on-read's room (what can still turn private) against the host's available
+# memory: a quarter of it is medium; where the host's memory is unknown (a recording from
+# before sattui read it), this much is.
+COW_MEDIUM_OF_AVAILABLE = 0.25
+COW_MEDIUM_UNKNOWN_B = 1 * GIB
 
 FIX_WORKERS = {
     "copy-on-read": (
@@ -167,6 +172,36 @@ def _mb(b: float) -> str:
     return f"{b / MIB:.0f} MB" if abs(b) < 10 * GIB else f"{b / GIB:.1f} GB"
 
 
+def _cow_ceiling(w: Window, p: ProcStats) -> float | None:
+    """The most a worker's private memory can reach by copy-on-read: its RSS, or its
+    parent's RSS when it was forked if that was larger (pages it has not touched yet)."""
+    last = next((s.rss for s in reversed(p.samples) if s.rss is not None), None)
+    parent = w.procs.get(p.ppid) if p.ppid is not None else None
+    at_birth = None
+    if parent is not None:
+        near = min(parent.samples, key=lambda s: abs(s.t - p.first_t))
+        at_birth = near.rss
+    got = [float(v) for v in (last, at_birth) if v is not None]
+    return max(got) if got else None
+
+
+def _host_available(w: Window) -> int | None:
+    for h in reversed(w.timeline.window("host", 0, w.t0, w.t1)):
+        if h.mem_available is not None:
+            return int(h.mem_available)
+    return None
+
+
+def _cow_severity(room_B: float, available_B: int | None, relax: float) -> Severity:
+    """Copy-on-read stops when every shared page is private: judged by what is left of that
+    (``room_B``) against the memory the host has left, not by extrapolating its rate."""
+    if available_B is None:
+        return Severity.MEDIUM if room_B >= COW_MEDIUM_UNKNOWN_B * relax else Severity.LOW
+    if room_B >= available_B / relax:
+        return Severity.HIGH
+    return Severity.MEDIUM if room_B >= COW_MEDIUM_OF_AVAILABLE * available_B * relax else Severity.LOW
+
+
 def memory_growth(w: Window, relax: float = 1.0) -> list[Finding]:
     """memory_growth — memory that only grows: DataLoader workers (USS, else RSS) or a card.
 
@@ -175,41 +210,58 @@ def memory_growth(w: Window, relax: float = 1.0) -> list[Finding]:
     private memory climbs through the epoch); the seeds' "memory that only grows".
     Threshold [proposal]: a series rises through the whole long window (≥ 4 points over
     ≥ 20 s, each third's mean above the one before, never falling back by more than 10 % of
-    its range); the job's workers together grow ≥ 64 MB → medium, at ≥ 8 GB/h → high; a
-    card grows by ≥ 5 % of its memory → medium, full within 1 h at that rate → high.
-    Impact 0: nothing is lost until memory runs out.
+    its range); the latest generation of workers together grows ≥ 64 MB. Allocation (RSS
+    grows): at ≥ 8 GB/h → high, else medium. Copy-on-read (USS grows, RSS stays): bounded by
+    the pages still shared (each worker's RSS, or its parent's at its birth, less its USS):
+    that room ≥ the host's available memory → high, ≥ a quarter of it → medium, else low
+    (a fresh worker privatising its share of a parent that fits is every forked loader's
+    cost, not a leak). A card grows by ≥ 5 % of its memory → medium, full within 1 h at
+    that rate → high. Impact 0: nothing is lost until memory runs out.
     """
     out: list[Finding] = []
+    # The latest generation of workers: those alive at the end of the window, or the last
+    # ones while they ran (the run's end, an epoch's restart). Memory an earlier generation
+    # grew was given back when it exited.
+    latest_t = max((p.last_t for p in w.workers), default=w.t1)
+    alive = latest_t >= w.t1 - 5.0
     grown: dict[str, dict[str, object]] = {}
-    total_B = 0.0
+    total_B = rate_B = room_B = 0.0
     kinds: dict[str, float] = {}
-    rates: list[tuple[float, float]] = []  # (the worker's last sample, its rate)
     for p in w.workers:
+        if p.last_t < latest_t - 5.0:
+            continue
         got = _worker_growth(p)
         if got is None:
             continue
         g, signal, kind = got
-        grown[str(p.pid)] = {"signal": signal, "kind": kind, "growth_mb": round(g.growth_B / MIB, 1),
-                             "mb_per_min": round(g.rate_Bps * 60 / MIB, 2), "span_s": round(g.span_s, 1),
-                             "last_mb": round(g.last_B / MIB, 1)}
+        wev: dict[str, object] = {"signal": signal, "kind": kind, "growth_mb": round(g.growth_B / MIB, 1),
+                                  "mb_per_min": round(g.rate_Bps * 60 / MIB, 2), "span_s": round(g.span_s, 1),
+                                  "last_mb": round(g.last_B / MIB, 1)}
+        if kind == "copy-on-read":
+            ceiling = _cow_ceiling(w, p)
+            if ceiling is not None:
+                room_B += max(0.0, ceiling - g.last_B)
+                wev["ceiling_mb"] = round(ceiling / MIB, 1)
+        grown[str(p.pid)] = wev
         total_B += g.growth_B
         kinds[kind] = kinds.get(kind, 0.0) + g.growth_B
-        rates.append((p.last_t, g.rate_Bps))
-    # The rate of the latest generation: the workers alive at the window's end, or, once
-    # they have exited (the run's end, an epoch's restart), the last ones while they ran.
-    latest_t = max((t for t, _ in rates), default=w.t1)
-    alive = latest_t >= w.t1 - 5.0
-    rate_alive = sum(r for t, r in rates if t >= latest_t - 5.0)
+        rate_B += g.rate_Bps
     if grown and total_B >= WORKER_MEDIUM_B * relax:
-        sev = Severity.HIGH if rate_alive * 3600 >= WORKER_HIGH_BPH * relax else Severity.MEDIUM
         kind = max(kinds, key=lambda k: kinds[k])
-        out.append(Finding(
-            "memory_growth", sev, 0.0,
-            f"DataLoader workers' memory only grows: +{_mb(total_B)} over {len(grown)} worker(s) "
-            f"({rate_alive * 60 / MIB:.0f} MB/min {'now' if alive else 'while the last ones ran'})"
-            f"{', copy-on-read' if kind == 'copy-on-read' else ''}",
-            {"what": "workers", "kind": kind, "growth_mb": round(total_B / MIB, 1),
-             "mb_per_hour": round(rate_alive * 3600 / MIB), "workers": grown}, FIX_WORKERS[kind]))
+        evidence: dict[str, object] = {"what": "workers", "kind": kind, "growth_mb": round(total_B / MIB, 1),
+                                       "mb_per_hour": round(rate_B * 3600 / MIB), "workers": grown}
+        summary = (f"DataLoader workers' memory only grows: +{_mb(total_B)} over {len(grown)} worker(s) "
+                   f"({rate_B * 60 / MIB:.0f} MB/min {'now' if alive else 'while the last ones ran'})")
+        if kind == "copy-on-read":
+            available = _host_available(w)
+            sev = _cow_severity(room_B, available, relax)
+            evidence["room_mb"] = round(room_B / MIB, 1)
+            evidence["host_available_mb"] = None if available is None else round(available / MIB)
+            summary += (f", copy-on-read: at most {_mb(room_B)} more (the pages still shared)"
+                        + (f", {_mb(available)} available" if available is not None else ""))
+        else:
+            sev = Severity.HIGH if rate_B * 3600 >= WORKER_HIGH_BPH * relax else Severity.MEDIUM
+        out.append(Finding("memory_growth", sev, 0.0, summary, evidence, FIX_WORKERS[kind]))
     for c in w.job_cards:
         cs = w.cards.get(c)
         if cs is None:

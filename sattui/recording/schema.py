@@ -110,7 +110,7 @@ _FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "cpu_busy": (_NUM, False), "cpu_steal": (_NUM, False), "cpus": (_INT, False), "cg_version": (_INT, False),
         "cg_cpu_limit": (_NUM, False), "cg_periods": (_INT, False), "cg_throttled_periods": (_INT, False),
         "cg_throttled_s": (_NUM, False), "freq_mhz": (_NUM, False), "freq_max_mhz": (_NUM, False),
-        "governor": (_STR, False),
+        "governor": (_STR, False), "mem_total": (_INT, False), "mem_available": (_INT, False),
     },
     "worker_stack": {
         "pid": (_int, True), "state": (_str, True), "active": (_nullable(_bool), False),

@@ -97,6 +97,21 @@ def test_proc_stat_matches_psutil():
     assert host.parse_proc_stat("cpu 1 2 3\n") is None  # too few fields: not this format
 
 
+def test_meminfo_matches_psutil_and_says_none_where_a_line_is_missing(tmp_path):
+    got = host.read_meminfo()
+    vm = psutil.virtual_memory()
+    assert got is not None and got.total == vm.total
+    assert got.available == pytest.approx(vm.available, rel=0.05)  # read a moment apart
+    assert host.parse_meminfo("MemTotal:       16384 kB\nMemFree: 1 kB\n") == host.HostMemory(16 << 20, None)
+    assert host.parse_meminfo("garbage\n") is None
+    assert host.read_meminfo(str(tmp_path / "none")) is None
+    from sattui.host_sampler import HostSampler
+    s = HostSampler(os.getpid(), time.monotonic, meminfo=str(tmp_path / "none")).sample()
+    assert (s.mem_total, s.mem_available) == (None, None)  # unreadable: unknown, never 0
+    s = HostSampler(os.getpid(), time.monotonic).sample()
+    assert s.mem_total == vm.total and s.mem_available is not None and 0 < s.mem_available <= s.mem_total
+
+
 def test_cpu_stat_v1_here_and_v2_as_the_kernel_documents_it():
     found = host.cpu_cgroup(os.getpid(), host.mounts())
     if found is None:
