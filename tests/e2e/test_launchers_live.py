@@ -153,11 +153,12 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
 
 def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     out = tmp_path / "exec.jsonl"
+    truth = tmp_path / "truth.jsonl"
     r = run_sattui("record", "-o", str(out), "--backend", "none", "--", "bash", "-c",
                    f"sleep 1; exec {PY} -m sattui.demo.trainer --scenario compute_bound --seconds 12"
                    # one epoch for the whole run: the default ~5-s epochs restart the workers
                    # each time, and the waits for the new ones were 11 % of a 12-s run on CI
-                   " --epoch-items 65536", timeout=180)
+                   f" --epoch-items 65536 --truth {shlex.quote(str(truth))}", timeout=180)
     assert r.returncode == 0, r.stderr
     header, recs = _records(out)
     found = _found(recs)
@@ -170,8 +171,11 @@ def test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer(tmp_path):
     # On failure, say what the sampler saw: how many main-thread samples and its events.
     seen = (sum(1 for x in recs if x["kind"] == "stacks"),
             [(x.get("type"), x.get("reason", x.get("message"))) for x in recs if x["kind"] == "event"][:12])
+    # the trainer's own wait over its whole loop (cumulative from its start): the first
+    # batch's wait is in it, as it is in the recording
+    last = json.loads(truth.read_text().splitlines()[-1])
     try:
-        _compute_bound(rep["trainer"]["states"])
+        _compute_bound(rep["trainer"]["states"], last["wait_s"] / last["elapsed_s"])
     except AssertionError as e:
         raise AssertionError(f"{e}; stacks records and events: {seen}") from None
 
