@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any
 
@@ -69,6 +70,13 @@ class ReplaySession(Session):
         self._bins: dict[int, JobLedger] = {}
         if judge and ("finding", 0) not in per_series:
             self._judge()
+        # The loaded recording lives as long as the replay and forms no cycles: out of the
+        # cyclic collector's sight (gc.freeze), a full collection walks only what came
+        # since, not every sample of the run; one that lands while the UI thread holds the
+        # session's lock took ~200 ms over an hour of 8 ranks (bench/tui_frame.py). The
+        # young generations are collected first, so the load's own cycles are not kept.
+        gc.collect(1)
+        gc.freeze()
 
     def _judge(self) -> None:
         from sattui.advisor.judge import every_s_for
