@@ -99,6 +99,8 @@ class Cause:
 WORKER_BUSY = "worker_busy"
 IDLE = "idle"
 UNKNOWN = "unknown"
+PERIODIC_STALL = "periodic_stall"
+STRAGGLER = "straggler"
 
 CAUSES: tuple[Cause, ...] = (
     Cause(WORKER_BUSY, "data wait, workers busy computing", "worker_cpu_bound", data_wait=True, input_pipeline=True,
@@ -112,8 +114,8 @@ CAUSES: tuple[Cause, ...] = (
     Cause("input_bound", "data wait", "input_bound", data_wait=True, input_pipeline=True, fix=FIX_INPUT),
     Cause("main_process_loading", "loading data on the training thread", "main_process_loading",
           input_pipeline=True, fix=FIX_INLINE.replace("{S}", "a few")),
-    Cause("periodic_stall", "checkpoint/eval/logging", "periodic_stall", passes=True),
-    Cause("straggler", "waiting for another rank", "straggler"),
+    Cause(PERIODIC_STALL, "checkpoint/eval/logging", "periodic_stall", passes=True),
+    Cause(STRAGGLER, "waiting for another rank", "straggler"),
     Cause("comm_bound", "collectives (communication)", "comm_bound", fix=FIX_COMM),
     Cause("host_sync_stall", "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
     Cause(IDLE, "sleeping, or waiting on something unknown", None),

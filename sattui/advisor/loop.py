@@ -17,11 +17,13 @@ A bug in the advisor must not stop sampling: the loop stops judging, says so onc
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from typing import Any, Protocol
 
+from sattui.advisor.ledger import BIN_S, JobLedger
 from sattui.advisor.verdict import Advisor
 from sattui.feed import Feed
 from sattui.timeline import Timeline
@@ -100,6 +102,11 @@ class AdvisorLoop:
         self.next_t = ADVISOR_PERIOD_S
         self._next_prune = STALE_PROC_S
         self._header = header
+        # The ledger's settled bins of the advisor's long window, for a view to read under
+        # ``lock`` (LiveSession.ledger_bins: the card screen's dips); the book itself is
+        # the sampling thread's.
+        self.bins: dict[int, JobLedger] = {}
+        self._bins_next: int | None = None
 
     def set_header(self, header: dict[str, Any]) -> None:
         """The engine's header, once it is open (the advisor is made from it)."""
@@ -147,6 +154,22 @@ class AdvisorLoop:
         if self.publish is not None:
             self.publish(records)
         self._push_ledger()
+        self._keep_bins()
+
+    def _keep_bins(self) -> None:
+        """The bins settled since the last evaluation into :attr:`bins`, those the book
+        has let go out of it (at most the advisor's long window is kept)."""
+        if self.advisor is None:
+            return
+        new = self.advisor.book.settled(self._bins_next)
+        if not new:
+            return
+        lo = math.floor((new[-1][0] + 1) * BIN_S - self.advisor.long_window_s)
+        with self.lock:
+            self.bins.update(new)
+            for b in [b for b in self.bins if b < lo]:
+                del self.bins[b]
+        self._bins_next = new[-1][0] + 1
 
     def _tell_world_size(self) -> None:
         """A node running one rank of a multi-node job: the ranks' WORLD_SIZE (read by the

@@ -291,9 +291,16 @@ class JobReader:
         return data
 
     def host_detail(self, host: str, sattui: bool, t1: float, span_s: float, step_s: float) -> HostDetail:
-        """One host's series over the view's window, for the one-node screens."""
+        """One host's series over the view's window, for the one-node screens. The window
+        is whole steps of whole milliseconds (Prometheus's resolution) from the epoch, so
+        successive reads answer at the same instants and a host's view adds only the new
+        ones (sattui/cluster/hostsession.py)."""
         qr = self.client.query_range
-        t0 = t1 - span_s
+        step_ms = max(1, round(step_s * 1000))
+        t1_ms = math.floor(t1 * 1000) // step_ms * step_ms
+        span_ms = -(-math.ceil(span_s * 1000) // step_ms) * step_ms
+        t1, span_s, step_s = t1_ms / 1000, span_ms / 1000, step_ms / 1000
+        t0 = (t1_ms - span_ms) / 1000
         out = HostDetail(host, t0, t1, step_s)
         if sattui:
             sel = self._sel(host=host)

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sattui.advisor.ledger import JobLedger
 from sattui.advisor.loop import AdvisorLoop
 from sattui.errors import SattuiError
 from sattui.model import Event
@@ -87,6 +88,12 @@ class LiveSession(Session):
 
     def now(self) -> float:
         return self.engine.clock()
+
+    def ledger_bins(self, lo: int, hi: int) -> dict[int, JobLedger]:
+        """The live advisor's settled bins (AdvisorLoop.bins: its long window); call it
+        holding the lock."""
+        bins = self.advising.bins
+        return {b: j for b, j in bins.items() if lo <= b < hi}
 
     def start(self) -> None:
         """Start the trainer (``command``) and the sampling thread; returns at once."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any
 
 from sattui import sampler_status
+from sattui.advisor.ledger import JobLedger
 from sattui.advisor.loop import ADVISOR_PERIOD_S, advisor_records, make_advisor
 from sattui.errors import RecordingError
 from sattui.recording import RecordingReader
@@ -65,8 +67,16 @@ class ReplaySession(Session):
         self.cursor = duration
         self._playing = False
         self.findings_computed = False
+        self._bins: dict[int, JobLedger] = {}
         if judge and ("finding", 0) not in per_series:
             self._judge()
+        # The loaded recording lives as long as the replay and forms no cycles: out of the
+        # cyclic collector's sight (gc.freeze), a full collection walks only what came
+        # since, not every sample of the run; one that lands while the UI thread holds the
+        # session's lock took ~200 ms over an hour of 8 ranks (bench/tui_frame.py). The
+        # young generations are collected first, so the load's own cycles are not kept.
+        gc.collect(1)
+        gc.freeze()
 
     def _judge(self) -> None:
         from sattui.advisor.judge import every_s_for
@@ -82,12 +92,24 @@ class ReplaySession(Session):
             for rec in advisor_records(advisor, self.timeline, t):
                 self.feed.add_record(rec)
             t += step
+        # The ledger's bins its book still holds (its long window, where the cursor starts)
+        # are kept for the views (the card screen's dips); not every bin of the run: an
+        # hour's are ~14 MB a card, and a view computes the few it needs elsewhere.
+        self._bins.update(advisor.book.settled())
         self.findings_computed = True
 
     # -- Session
 
     def now(self) -> float:
         return self.cursor
+
+    def ledger_bins(self, lo: int, hi: int) -> dict[int, JobLedger]:
+        """The bins the advisor computed judging this replay (none when the recording held
+        its findings)."""
+        bins = self._bins
+        if hi - lo < len(bins):
+            return {b: bins[b] for b in range(lo, hi) if b in bins}
+        return {b: j for b, j in bins.items() if lo <= b < hi}
 
     @property
     def playing(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sattui.advisor.ledger import JobLedger
 from sattui.feed import Feed
 from sattui.findings import Finding
 from sattui.model import Event, ProcSample
@@ -109,6 +110,12 @@ class Session(ABC):
             if ring is None or not len(ring):
                 return []
             return list(ring.latest(after(self.now())))
+
+    def ledger_bins(self, lo: int, hi: int) -> dict[int, JobLedger]:
+        """The time ledger's settled one-second bins ``[lo, hi)`` that this session's
+        advisor computed and keeps (sattui/advisor/ledger.py); {} where none runs. A
+        settled bin never changes: a view may keep what it gets."""
+        return {}
 
     def processes(self, t0: float, t1: float) -> dict[int, list[ProcSample]]:
         with self.lock:

@@ -24,6 +24,7 @@ from sattui.timeline import TimelineCopy
 from sattui.view.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
+    from sattui.advisor.ledger import JobLedger
     from sattui.session import Session, SessionStatus
 
 EPS = 1e-6
@@ -62,6 +63,7 @@ class ViewData:
     copied: TimelineCopy | None = None
     copied_findings: list[Finding] | None = None
     copied_header: dict[str, Any] | None = None
+    copied_bins: dict[int, JobLedger] | None = None
 
     @classmethod
     def take(cls, session: Session, t_end: float, window_s: float, cache: BinCache, *,
@@ -77,8 +79,10 @@ class ViewData:
         copied = TimelineCopy(session.timeline, t_end - reach, t_end + REACH_S, lock=session.lock,
                               skip=("finding",), whole=("event",),
                               previous=previous.copied if previous is not None else None)
+        bins = session.ledger_bins(math.floor(t_end - reach), math.ceil(t_end + REACH_S))
         return cls(session, t_end, window_s, cache, rank_pid=rank_pid, copied=copied,
-                   copied_findings=cls._read_findings(session), copied_header=dict(session.header or {}))
+                   copied_findings=cls._read_findings(session), copied_header=dict(session.header or {}),
+                   copied_bins=bins)
 
     @staticmethod
     def _read_findings(session: Session) -> list[Finding]:
@@ -91,6 +95,14 @@ class ViewData:
     @property
     def timeline(self) -> Any:
         return self.copied if self.copied is not None else self.session.timeline
+
+    def ledger_bins(self, lo: int, hi: int) -> dict[int, JobLedger]:
+        """The session advisor's ledger bins ``[lo, hi)`` (Session.ledger_bins), from the
+        copy where there is one."""
+        if self.copied_bins is not None:
+            return {b: j for b, j in self.copied_bins.items() if lo <= b < hi}
+        with self.session.lock:
+            return self.session.ledger_bins(lo, hi)
 
     @property
     def live(self) -> bool:

@@ -8,27 +8,31 @@ from the sample before its first low one to its last low one; a gap in the sampl
 ends a dip (no data is not low).
 
 Its **cause** is the largest piece of the time ledger's ``by_cause`` for that card over
-exactly that stretch (``ledger.build`` over a small Window around it,
-sattui/advisor/ledger.py), told in words with the evidence of the same moments: the
-workers' CPU for a data wait, the phase of a periodic stall, the rank the others wait
-for. A dip whose stacks may not all have arrived yet (live, the last
-:data:`SETTLE_S` seconds) is listed without a cause until they have.
+the ledger's one-second bins that the dip touches (sattui/advisor/ledger.py), told in
+words with the evidence of the same moments: the workers' CPU for a data wait, the phase
+of a periodic stall, the rank the others wait for. The bins are the ones the session's
+advisor computed (:meth:`Session.ledger_bins`: the live advisor's, or those of a replay
+it judged); where it has none (a replay that holds its findings, a stretch before its
+window) the view computes the missing bins itself, once each for the whole list, and
+keeps them: a settled bin never changes. A dip whose stacks may not all have arrived yet
+(live, the last :data:`SETTLE_S` seconds, to the end of its last bin) is listed without a
+cause until they have.
 
-Cost: finding dips is one pass over the card's samples; a dip's cause is a ledger over a
-few seconds (≈ 0.5 ms) computed once and kept (bench: ``ledger.build`` over a whole
-5-minute window costs ≈ 0.2 s of CPU, too much to redo at every redraw).
+Cost (bench/dips.py): finding dips is one pass over the card's samples; the causes are
+sums of a few bins each, computed once per dip and kept; a redraw computes at most the
+bins that came since the last one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sattui.advisor import causes, ledger
-from sattui.advisor.causes import UNKNOWN, WORKER_BUSY
+from sattui.advisor.causes import PERIODIC_STALL, STRAGGLER, UNKNOWN, WORKER_BUSY
 from sattui.advisor.context import AdvisorContext
-from sattui.advisor.ledger import PHASES, Dip, JobLedger
+from sattui.advisor.ledger import BIN_S, PHASES, Dip, JobLedger
 from sattui.advisor.window import SPAN_LOOKBACK_S, StackBinner, Window, bisect_t
 from sattui.model import CardSample
 from sattui.states import State
@@ -133,11 +137,12 @@ def cause_of(job: JobLedger, card: int, w: Window, t0: float, t1: float) -> tupl
     if cause == WORKER_BUSY:
         n, cpu = _workers_cpu(w, cl.pid, t0, t1)
         return cause, state, _workers_phrase(n, cpu)
-    if cause == "periodic_stall":
+    if cause == PERIODIC_STALL:
+        # the phase the ledger kept for it, else the table's words
         phases = {k: v for k, v in cl.by_state_s.items() if k in PHASES}
-        phase = max(phases.items(), key=lambda kv: kv[1])[0] if phases else "periodic stall"
+        phase = max(phases.items(), key=lambda kv: kv[1])[0] if phases else causes.words(cause)
         return cause, state, str(phase)
-    if cause == "straggler":
+    if cause == STRAGGLER:
         mine = job.ranks.get(cl.pid) if cl.pid is not None else None
         others = [r for p, r in job.ranks.items() if p != cl.pid and r.wall_s > 0]
         if others:
@@ -145,13 +150,27 @@ def cause_of(job: JobLedger, card: int, w: Window, t0: float, t1: float) -> tupl
             if mine is None or _lost_share(slow) < _lost_share(mine):
                 who = f"rank {slow.rank}" if slow.rank is not None else f"pid {slow.pid}"
                 return cause, state, f"waiting for {who}"
-        return cause, state, "waiting for another rank"
     return cause, state, causes.words(cause)
 
 
-def explain(w: Window, card: int, t0: float, t1: float, util_min: float) -> Dip:
-    """A dip with its cause: the ledger over exactly ``[t0, t1)``."""
-    job = ledger.build(w, t0, t1)
+def bin_span(t0: float, t1: float) -> range:
+    """The ledger's bins a stretch ``[t0, t1)`` touches."""
+    return range(math.floor(t0 / BIN_S), math.ceil(t1 / BIN_S))
+
+
+def compute_bins(w: Window, bins: range) -> dict[int, JobLedger]:
+    """The ledger's bins ``bins`` from the Timeline, for a stretch no advisor computed
+    (``w`` reaches :data:`PAD_S` around them: process ticks land late)."""
+    return ledger.build_bins(w, bins.start * BIN_S, bins.stop * BIN_S)
+
+
+def explain(w: Window, card: int, t0: float, t1: float, util_min: float,
+            bins: Mapping[int, JobLedger] | None = None) -> Dip:
+    """A dip with its cause: the ledger's bins over ``[t0, t1)`` (``bins``, else computed
+    from ``w``), summed; ``w`` gives the evidence the words name."""
+    span = bin_span(t0, t1)
+    got = bins if bins is not None else compute_bins(w, span)
+    job = ledger.total((got[b] for b in span if b in got), gpu_job=w.gpu_job, steps=False)
     cause, state, words = cause_of(job, card, w, t0, t1)
     return Dip(card, t0, t1, util_min, cause, state, words)
 
@@ -163,9 +182,34 @@ def advisor_context(data: ViewData) -> AdvisorContext:
                           lambda: AdvisorContext.from_header(data.header, events))
 
 
+def ledger_bins(data: ViewData, span: range, ctx: AdvisorContext) -> dict[int, JobLedger]:
+    """The ledger's bins ``span`` (settled ones only): the session's advisor's where it
+    has them, the others computed here, each run of missing bins in one pass, and kept
+    for the next redraws (only those still in ``span``: the view moves on)."""
+    kept: dict[int, JobLedger] = data.cache.get(("ledger-bins", id(data.session)), None, dict)
+    for b in [b for b in kept if b not in span]:
+        del kept[b]
+    kept.update(data.ledger_bins(span.start, span.stop))
+    b = span.start
+    while b < span.stop:
+        if b in kept:
+            b += 1
+            continue
+        z = b
+        while z < span.stop and z not in kept:
+            z += 1
+        run = range(b, z)
+        w = Window(data.timeline, ctx, run.start * BIN_S - PAD_S, run.stop * BIN_S + PAD_S)
+        kept.update(compute_bins(w, run))
+        for k in run:  # a bin with nothing in it is computed too: not asked for again
+            kept.setdefault(k, _EMPTY)
+        b = z
+    return kept
+
+
 def recent_dips(data: ViewData, card: int, span_s: float = DIP_SPAN_S, limit: int = MAX_DIPS) -> list[Dip]:
     """The card's dips in the ``span_s`` seconds up to the view's end, newest first. A dip
-    still within :data:`SETTLE_S` of now (live) has cause :data:`PENDING`."""
+    whose last bin ends within :data:`SETTLE_S` of now (live) has cause :data:`PENDING`."""
     t_end = data.t_end
     t0 = t_end - span_s
 
@@ -175,15 +219,28 @@ def recent_dips(data: ViewData, card: int, span_s: float = DIP_SPAN_S, limit: in
     # Refound whenever the view moves: one pass over a few hundred samples.
     found = data.cache.get(("dips", card, id(data.session), span_s), t_end, stretches)
     settled = t_end - SETTLE_S if data.live else math.inf
-    ctx = advisor_context(data)
+    shown = list(reversed(found[-limit:]))
+    ready = [(a, b, low) for a, b, low in shown if bin_span(a, b).stop * BIN_S <= settled]
     out: list[Dip] = []
-    for a, b, low in reversed(found[-limit:]):
-        if b > settled:
+    # Every settled dip's bins, read (or computed) once for the whole list, when a dip
+    # not seen before needs them.
+    span = range(min((bin_span(a, b).start for a, b, _ in ready), default=0),
+                 max((bin_span(a, b).stop for a, b, _ in ready), default=0))
+    bins: dict[int, JobLedger] | None = None
+    for a, b, low in shown:
+        if bin_span(a, b).stop * BIN_S > settled:
             out.append(Dip(card, a, b, low, PENDING, None, PENDING_WORDS))
             continue
 
         def compute(a: float = a, b: float = b, low: float = low) -> Dip:
-            return explain(Window(data.timeline, ctx, a - PAD_S, b + PAD_S), card, a, b, low)
+            nonlocal bins
+            ctx = advisor_context(data)
+            if bins is None:
+                bins = ledger_bins(data, span, ctx)
+            return explain(Window(data.timeline, ctx, a - PAD_S, b + PAD_S), card, a, b, low, bins)
         # A settled dip's cause never changes: kept under its own key.
         out.append(data.cache.get(("dip", id(data.session), card, a, b), None, compute))
     return out
+
+
+_EMPTY = JobLedger()

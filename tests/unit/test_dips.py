@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from sattui.advisor import ledger
+from sattui.advisor.causes import WORKER_BUSY
+from sattui.advisor.loop import AdvisorLoop
 from sattui.model import CardSample, StackSample
 from sattui.session import Session, SessionStatus
 from sattui.view.binning import BinCache
@@ -161,3 +164,78 @@ def test_a_dip_while_the_trainer_starts_says_so():
     spans(k, PID, lambda t: "startup" if t < 40 else "forward")
     d = dip_of(k)
     assert (d.cause, d.state, d.detail) == ("unknown", "startup", "start-up (imports, before the first step)")
+
+
+# -- the bins: the advisor's where it computed them, else one pass for the list ----------
+
+def starved_by_busy_workers() -> TL:
+    k = TL().cards(t0=0.5, t1=60.5, fn=util_during_waits()).main(cpu=0.5)
+    k.proc(201, "worker", 0.97).proc(202, "worker", 0.97)
+    return spans(k, PID, lambda t: "data_wait" if waiting(t) else "forward")
+
+
+class Advised(Frozen):
+    """A session whose advisor kept the ledger's bins (a live one's, or a judged replay's)."""
+
+    def __init__(self, k: TL, t: float, bins: dict) -> None:
+        super().__init__(k, t, live=False)
+        self.bins = bins
+
+    def ledger_bins(self, lo: int, hi: int) -> dict:
+        return {b: j for b, j in self.bins.items() if lo <= b < hi}
+
+
+def counting_passes(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = ledger.build_bins
+
+    def build_bins(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+    monkeypatch.setattr(ledger, "build_bins", build_bins)
+    return calls
+
+
+def test_the_dips_read_the_bins_the_advisor_computed(monkeypatch):
+    k = starved_by_busy_workers()
+    bins = ledger.build_bins(k.window(t0=0.0, t1=60.0), 0.0, 60.0)
+    # every data-wait bin says the workers were reading: the dips must say what the
+    # advisor's bins say, not what the Timeline would give them afresh (workers busy)
+    for j in bins.values():
+        for cl in j.cards.values():
+            if WORKER_BUSY in cl.by_cause_s:
+                cl.by_cause_s = {"worker_io_bound": cl.by_cause_s[WORKER_BUSY]}
+    passes = counting_passes(monkeypatch)
+    got = recent_dips(ViewData(Advised(k, 57.0, bins), 57.0, 60.0, BinCache()), 0)
+    assert len(got) == 10 and all(d.cause == "worker_io_bound" for d in got[:-1])
+    assert passes == []  # nothing rebuilt
+
+
+def test_without_an_advisor_the_list_computes_its_bins_once_not_per_dip(monkeypatch):
+    k = starved_by_busy_workers()
+    passes = counting_passes(monkeypatch)
+    cache, session = BinCache(), Frozen(k, 57.0, live=False)
+    first = recent_dips(ViewData(session, 57.0, 60.0, cache), 0)
+    assert len(first) == 10 and len(passes) == 1
+    # the next redraw (the view moved on a little) computes nothing: the causes are kept
+    again = recent_dips(ViewData(session, 57.5, 60.0, cache), 0)
+    assert [(d.t0, d.cause, d.detail) for d in again] == [(d.t0, d.cause, d.detail) for d in first]
+    assert len(passes) == 1
+    # and they are the causes each dip's own ledger gives
+    assert [(d.cause, d.detail) for d in first[:-1]] == [(explain(k.window(ctx(), d.t0 - 2, d.t1 + 2), 0, d.t0,
+                                                                  d.t1, 3.0).cause, d.detail) for d in first[:-1]]
+
+
+def test_the_live_loop_keeps_the_advisors_bins_for_the_view_and_forgets_old_ones():
+    k = starved_by_busy_workers()
+    loop = AdvisorLoop(k.tl, Frozen(k, 0.0, live=True).header)
+    loop.on_tick(0.5)
+    assert loop.advisor is not None
+    loop.advisor.long_window_s = 20.0  # (300 s by default: a shorter run shows the forgetting)
+    for i in range(2, 121):
+        loop.on_tick(i * 0.5)
+    kept = sorted(loop.bins)
+    book = loop.advisor.book.settled()
+    assert book and all(loop.bins.get(b) is j for b, j in book)  # every bin the book has: the same, not copies
+    assert kept[-1] == book[-1][0] >= 50  # up to the newest settled one
+    assert kept[-1] - kept[0] < 20  # at most the long window's

@@ -4,6 +4,7 @@ without leaving a thread or a child behind."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -165,6 +166,16 @@ def test_replay_judges_a_headless_recording():
     assert [f.rule for f in h.findings()][0] == "healthy"
     h.seek(0.5)
     assert h.findings() == []  # before the first evaluation (every second, as live)
+
+
+def test_a_loaded_replay_is_out_of_the_cyclic_collectors_sight():
+    # a full collection must not walk every sample of the run (it may land while the UI
+    # thread holds the session's lock); what comes after the load is still collected
+    s = ReplaySession(str(HEALTHY), judge=False)
+    sample = s.timeline.series("card", 0)[0]
+    assert gc.is_tracked(sample) and not any(o is sample for o in gc.get_objects())
+    later = [sample]
+    assert any(o is later for o in gc.get_objects())
 
 
 def test_replay_refuses_a_foreign_file(tmp_path):
