@@ -255,10 +255,14 @@ def memory_growth(w: Window, relax: float = 1.0) -> list[Finding]:
         if kind == "copy-on-read":
             available = _host_available(w)
             sev = _cow_severity(room_B, available, relax)
+            # the rate holds only until every shared page is private: how long that is
+            to_ceiling_min = room_B / rate_B / 60 if rate_B > 0 else None
             evidence["room_mb"] = round(room_B / MIB, 1)
+            evidence["minutes_to_ceiling"] = None if to_ceiling_min is None else round(to_ceiling_min, 1)
             evidence["host_available_mb"] = None if available is None else round(available / MIB)
-            summary += (f", copy-on-read: at most {_mb(room_B)} more (the pages still shared)"
-                        + (f", {_mb(available)} available" if available is not None else ""))
+            summary += (f", copy-on-read: at most {_mb(room_B)} more (the pages still shared"
+                        + (f", ~{to_ceiling_min:.0f} min at this rate" if to_ceiling_min is not None else "")
+                        + ")" + (f", {_mb(available)} available" if available is not None else ""))
         else:
             sev = Severity.HIGH if rate_B * 3600 >= WORKER_HIGH_BPH * relax else Severity.MEDIUM
         out.append(Finding("memory_growth", sev, 0.0, summary, evidence, FIX_WORKERS[kind]))

@@ -79,6 +79,8 @@ def test_copy_on_read_is_uss_growing_while_rss_stays():
     # room is low, not an alarm.
     assert f[0].severity == "low" and 530 <= f[0].evidence["room_mb"] <= 540, f[0].evidence
     assert "at most 53" in f[0].summary and f[0].evidence["host_available_mb"] is None
+    # the rate lasts only until then: ~535 MB at 5 MB/s, ~1.8 min
+    assert 1.6 <= f[0].evidence["minutes_to_ceiling"] <= 1.9, f[0].evidence
 
 
 def test_copy_on_read_is_judged_by_its_room_against_the_hosts_available_memory():
