@@ -94,9 +94,9 @@ def find_change(rows: Sequence[tuple[float, Mapping[str, float]]],
     causes = {c for _w, shares in rows[-2 * RECENT_BINS:] for c in shares}
     causes |= {c for _w, shares in rows[:-RECENT_BINS] for c in shares}
     best: tuple[float, str] | None = None
+    ws = [w for w, _shares in rows]  # (the same for every cause)
     for cause in causes:
         xs = [shares.get(cause, 0.0) for _w, shares in rows]
-        ws = [w for w, _shares in rows]
         r = RECENT_BINS
         if cause not in passes and _appears(xs, r):
             best = (math.inf, cause) if best is None or best[0] < math.inf else best
