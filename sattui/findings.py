@@ -50,7 +50,7 @@ class Severity(str, Enum):
         return self.value.upper() if self.rank >= _RANK[Severity.MEDIUM] else self.value
 
 
-_RANK = {s: i for i, s in enumerate(Severity)}
+_RANK: dict[str, int] = {s: i for i, s in enumerate(Severity)}  # (members, found by their plain names too)
 _TEXT_STYLE = {Severity.HIGH: "bold red", Severity.MEDIUM: "bold yellow", Severity.LOW: "cyan", Severity.INFO: "dim"}
 SEVERITIES = tuple(s.value for s in Severity)
 
