@@ -15,8 +15,9 @@ and --json), each in a fresh process, with each checkout's ``sattui`` byte-compi
 set or the tree is read-only, every run compiled all of sattui again, ~0.3 s). Target
 (issue 10): ≤ 1 s of CPU, set where the report before the time ledger took 1.5 s. The
 CPU time of one run on a shared machine still varies by ±30 % with its neighbours' load,
-so ``--against`` compares this checkout with another one (``git worktree add /tmp/old <commit>``) side by side: ``report --json``
-of the same recording by each, alternating, ``--rounds`` times; the ratio of the medians.
+so ``--against`` compares this checkout with another one (``git worktree add /tmp/old
+<commit>``) side by side: ``report --json`` of the same recording by each, alternating,
+``--rounds`` times; the ratio of the medians.
 ``--instructions`` adds the instructions each executes, counted by valgrind: a figure
 that does not move with the neighbours' load (instructions are not seconds, but two
 versions of the same Python code compare well by them).
