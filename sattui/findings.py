@@ -34,7 +34,10 @@ class Severity(str, Enum):
         return _RANK[self]
 
     def at_least(self, other: Severity | str) -> bool:
-        return self.rank >= _RANK[Severity(other)]
+        # A plain name finds its member's rank directly (a str Enum hashes and compares as
+        # its value); Severity(other) only for anything else, which it refuses as before.
+        rank = _RANK.get(other)
+        return _RANK[self] >= (rank if rank is not None else _RANK[Severity(other)])
 
     @property
     def text_style(self) -> str:
@@ -47,7 +50,7 @@ class Severity(str, Enum):
         return self.value.upper() if self.rank >= _RANK[Severity.MEDIUM] else self.value
 
 
-_RANK = {s: i for i, s in enumerate(Severity)}
+_RANK: dict[str, int] = {s: i for i, s in enumerate(Severity)}  # (members, found by their plain names too)
 _TEXT_STYLE = {Severity.HIGH: "bold red", Severity.MEDIUM: "bold yellow", Severity.LOW: "cyan", Severity.INFO: "dim"}
 SEVERITIES = tuple(s.value for s in Severity)
 

@@ -126,7 +126,7 @@ class Judge:
 
     def _closed_bin(self, _b: int, j: JobLedger) -> None:
         self.ledger.merge(j)
-        row = j.bin_weight_shares()
+        row = j.settled_weight_shares()
         if row[0] > 0.0:
             self.bin_rows.append(row)
             self._whole_run.clear()

@@ -108,6 +108,14 @@ PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 # them. Not sync, h2d_copy or collective (the rank waits for the card or the link, which
 # are busy), nor eval (it runs the model on the card).
 STARVING = (State.DATA_WAIT, State.DATA_INLINE, State.CHECKPOINT, State.LOGGING, State.IDLE)
+# The states as module names: an Enum member read as ``State.X`` is a class-attribute
+# look-up through the Enum's metaclass, ~15x a global's (the per-bin loops below make
+# ~100,000 of them an hour); the same members, so every comparison is unchanged.
+_DATA_WAIT, _DATA_INLINE, _STARTUP, _OTHER = State.DATA_WAIT, State.DATA_INLINE, State.STARTUP, State.OTHER
+_BACKWARD, _COLLECTIVE, _IDLE = State.BACKWARD, State.COLLECTIVE, State.IDLE
+_SYNC_STATES = frozenset((State.SYNC, State.H2D_COPY))
+_PHASES = frozenset(PHASES)
+_COMPUTE = frozenset(COMPUTE)
 
 # Causes of lost time: one table, sattui/advisor/causes.py.
 NOT_LOST = "compute"
@@ -174,7 +182,12 @@ class RankLedger:
     @property
     def starving_s(self) -> float:
         """Seconds in states that give the rank's card no work (STARVING)."""
-        return sum(self.states_s.get(st, 0.0) for st in STARVING)
+        # (the additions of sum() written out, in the same order: every bin's card reads it)
+        got = self.states_s.get
+        total: float = 0
+        for st in STARVING:
+            total += got(st, 0.0)
+        return total
 
     def share(self, cause: str) -> float:
         return self.causes_s.get(cause, 0.0) / self.wall_s if self.wall_s > 0 else 0.0
@@ -308,6 +321,14 @@ class CardLedger:
         self.gap_wxx += sign * o.gap_wxx
         self.pid = o.pid if o.pid is not None else self.pid
         self.rank = o.rank if o.rank is not None else self.rank
+        if sign > 0:
+            # Adding (each bin into the run's total and the window's running sum: 7,200 an
+            # hour): _merge's adding loop written out, as RankLedger.merge does.
+            for into, other in ((self.by_state_s, o.by_state_s), (self.by_cause_s, o.by_cause_s)):
+                for k, v in other.items():
+                    if v > 0:
+                        into[k] = into.get(k, 0.0) + v
+            return
         _merge(self.by_state_s, o.by_state_s, sign)
         _merge(self.by_cause_s, o.by_cause_s, sign)
 
@@ -326,6 +347,9 @@ class JobLedger:
     ranks: dict[int, RankLedger] = field(default_factory=dict)
     cards: dict[int, CardLedger] = field(default_factory=dict)
     gpu_job: bool = False
+    # A settled bin's bin_weight_shares, once read (settled_weight_shares)
+    _settled_shares: tuple[float, dict[str, float]] | None = field(default=None, init=False, repr=False,
+                                                                    compare=False)
 
     def merge(self, o: JobLedger, sign: float = 1.0, steps: bool = True) -> None:
         """Add another ledger's seconds (``sign=-1``: take them out: a window moving on;
@@ -369,6 +393,17 @@ class JobLedger:
         if not walls:
             return 0.0, {}
         return sum(walls) / len(walls), self.cause_shares()
+
+    def settled_weight_shares(self) -> tuple[float, dict[str, float]]:
+        """:meth:`bin_weight_shares` of a settled bin (the LedgerBook's, which never changes
+        once computed), worked out once: the ledger window's intervals read each bin as it
+        settles and the run's total as it closes (7,200 reads an hour, half of them
+        again). Not for a ledger still being added to (a window's running sum, a run's
+        total). The dict is shared: read it, do not change it."""
+        got = self._settled_shares
+        if got is None:
+            got = self._settled_shares = self.bin_weight_shares()
+        return got
 
     def lost_share(self) -> float:
         return sum(v for k, v in self.cause_shares().items())
@@ -464,7 +499,7 @@ def _wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
     birth, and their whole start went to the workers' figures)."""
     out: list[tuple[float, float]] = []
     began: float | None = None
-    wait, startup = State.DATA_WAIT, State.STARTUP
+    wait, startup = _DATA_WAIT, _STARTUP
     for s in spans:
         st = s.state
         if st is None or (began is not None and st != wait and _torn_in_loader(s)):
@@ -715,25 +750,25 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
                  workers_idle: bool | None = None) -> dict[str, float]:
     """What share of a second in ``state`` is lost, to which cause (the rest is the
     rank's own work)."""
-    if state == State.DATA_WAIT:
+    if state == _DATA_WAIT:
         return _data_causes(workers, to_come, free_cores, workers_idle, main)
-    if state == State.DATA_INLINE:
+    if state == _DATA_INLINE:
         return {"main_process_loading": 1.0}
-    if state in PHASES:
+    if state in _PHASES:
         return {"periodic_stall": 1.0}
-    if state == State.COLLECTIVE:
+    if state == _COLLECTIVE:
         return {"straggler" if multi_rank else "comm_bound": 1.0}
-    if state in (State.SYNC, State.H2D_COPY):
+    if state in _SYNC_STATES:
         return {"host_sync_stall": 1.0}
-    if state == State.IDLE:
+    if state == _IDLE:
         return {IDLE: 1.0}
     main_cpu = main.cpu_main if main is not None else None
     run_delay = main.run_delay if main is not None else None
-    if (state == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
+    if (state == _BACKWARD and multi_rank and not gpu_job and main_cpu is not None
             and main_cpu < WAITING_MAIN_CORES):
         # DDP's all-reduce waits inside backward(): the thread is there but not computing.
         return {"straggler": 1.0 - main_cpu}
-    if state in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
+    if state in _COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
         return {"cpu_contention": min(1.0, run_delay)}
     return {}
 
@@ -751,10 +786,10 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
     detail: dict[str, dict[str, float]] = {}
     split: dict[str, dict[str, float]] = {}
     for st, secs in states.items():
-        if secs <= 0 or st == State.STARTUP:
+        if secs <= 0 or st == _STARTUP:
             continue
         frac = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
-        if st == State.DATA_WAIT and starting_s > 0:
+        if st == _DATA_WAIT and starting_s > 0:
             restart = starting_s / secs if starting_s < secs else 1.0
             frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != "worker_respawn"} | {
                 "worker_respawn": restart + (1.0 - restart) * frac.get("worker_respawn", 0.0)}
@@ -765,9 +800,9 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
             if cause == WORKER_BUSY and free_cores is not None:
                 _add(detail.setdefault(cause, {}), "free_core_s", lost * max(0.0, free_cores))
                 _add(detail.setdefault(cause, {}), "known_s", lost)
-            if cause == "periodic_stall" or st == State.DATA_WAIT:
+            if cause == "periodic_stall" or st == _DATA_WAIT:
                 _add(detail.setdefault(cause, {}), st, lost)
-            elif cause == "straggler" and st == State.BACKWARD:
+            elif cause == "straggler" and st == _BACKWARD:
                 _add(detail.setdefault(cause, {}), "backward_waiting", lost)
             elif cause == "cpu_contention":
                 _add(detail.setdefault(cause, {}), "main_thread", lost)
@@ -865,7 +900,7 @@ class _SpanCursor:
         # (float sums by a C-level map; attributes by comprehension, which 3.11 makes faster
         # than operator.attrgetter)
         self.ends = list(map(operator.add, self.starts, durs[i0:]))
-        startup, other = State.STARTUP, State.OTHER
+        startup, other = _STARTUP, _OTHER
         self.states_of = [None if s.state == startup else (s.state or other) for s in spans[i0:]]
         self.i = 0
 
@@ -934,7 +969,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             if not counted:
                 continue
             main = ri.main_in(b)
-            if State.DATA_WAIT in counted:
+            if _DATA_WAIT in counted:
                 if not free_known:
                     free, free_known = (None if cpus is None else cpus - tree_cores(b)), True
                 causes, detail, split = rank_bin_causes(counted, main, ri.workers_in(b, main), ri.workers_to_come(b),
@@ -953,7 +988,8 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
                 # the CPUs' clock while the workers computed (cpu_frequency_low reads it)
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_known_s", busy)
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_ratio_s", busy * clock)
-            n_steps, hist, seen = steps[pid].get(b, (0, {}, {}))
+            found = steps[pid].get(b)
+            n_steps, hist, seen = (0, {}, {}) if found is None else found
             wall = sum(counted.values())
             waits = {b: (wall, causes.get("straggler", 0.0))} if multi else {}
             job_at(b).ranks[pid] = RankLedger(pid, ri.rank, wall, counted, causes, detail, n_steps, hist, seen, waits)
@@ -1100,7 +1136,7 @@ def _clip_bin(states: dict[str, float] | None, b: int, lo: float, hi: float) -> 
     if z <= a:
         return {}
     frac = (z - a) / BIN_S
-    startup = State.STARTUP
+    startup = _STARTUP
     if frac >= 1.0:
         return {k: v for k, v in states.items() if k != startup}
     return {k: v * frac for k, v in states.items() if k != startup}

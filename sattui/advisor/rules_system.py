@@ -72,10 +72,26 @@ def _debug_frame_share(w: Window) -> float:
         picked = st.samples[:: max(1, len(st.samples) // 20)]  # spaced samples: continuous use shows anyway
         if not picked:
             continue
-        hit = sum(1 for s in picked if any(any(m in f.filename.replace("\\", "/") for m in DEBUG_FRAMES)
-                                           for f in s.frames))
+        hit = sum(1 for s in picked if any(_is_debug_file(f.filename) for f in s.frames))
         best = max(best, hit / len(picked))
     return best
+
+
+def _is_debug_file(filename: str) -> bool:
+    """A profiler's or anomaly mode's file; the answer kept per file name (the rule reads
+    ~20 stacks each evaluation, of the same few files: ~5,000 look-ups an hour). Bounded:
+    a recording with ever new file names only empties it now and then."""
+    got = _DEBUG_FILE.get(filename)
+    if got is None:
+        if len(_DEBUG_FILE) >= _DEBUG_FILE_MAX:
+            _DEBUG_FILE.clear()
+        path = filename.replace("\\", "/")
+        got = _DEBUG_FILE[filename] = any(m in path for m in DEBUG_FRAMES)
+    return got
+
+
+_DEBUG_FILE: dict[str, bool] = {}
+_DEBUG_FILE_MAX = 4096
 
 
 def card_in_use(w: Window, cs: CardStats) -> bool:

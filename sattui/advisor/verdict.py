@@ -340,7 +340,7 @@ class Advisor:
             j = self.book.bin(b)
             if j is None:
                 continue
-            w, shares = j.bin_weight_shares()
+            w, shares = j.settled_weight_shares()
             if w <= 0.0:
                 continue
             for c in shares:

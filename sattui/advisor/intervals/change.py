@@ -35,6 +35,7 @@ of 5-minute streams: such a job has no steady share over 16 s.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -94,9 +95,9 @@ def find_change(rows: Sequence[tuple[float, Mapping[str, float]]],
     causes = {c for _w, shares in rows[-2 * RECENT_BINS:] for c in shares}
     causes |= {c for _w, shares in rows[:-RECENT_BINS] for c in shares}
     best: tuple[float, str] | None = None
+    ws = [w for w, _shares in rows]  # (the same for every cause)
     for cause in causes:
         xs = [shares.get(cause, 0.0) for _w, shares in rows]
-        ws = [w for w, _shares in rows]
         r = RECENT_BINS
         if cause not in passes and _appears(xs, r):
             best = (math.inf, cause) if best is None or best[0] < math.inf else best
@@ -144,8 +145,10 @@ def _shift_z(xs: Sequence[float], ws: Sequence[float], r: int) -> tuple[float, f
     sw_r = sum(ws[nb:])
     if sw_b <= 0.0 or sw_r <= 0.0:
         return None
-    m_b = sum(x * w for x, w in zip(xs[:nb], ws[:nb])) / sw_b
-    m_r = sum(x * w for x, w in zip(xs[nb:], ws[nb:])) / sw_r
+    # (the products summed in order by C-level map: the same floats as a generator's, for
+    # every cause at every evaluation)
+    m_b = sum(map(operator.mul, xs[:nb], ws[:nb])) / sw_b
+    m_r = sum(map(operator.mul, xs[nb:], ws[nb:])) / sw_r
     shift = abs(m_r - m_b)
     if shift < MIN_SHIFT or max(m_r, m_b) < MIN_SHARE:
         return None
