@@ -18,6 +18,7 @@ never as zero.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -84,12 +85,22 @@ def _covered_buckets(span: tuple[float, float], t0: float, bw: float, n: int) ->
     return ia, min(n - 1, max(math.ceil((b - t0) / bw) - 1, ia))
 
 
+def first_index_for(times: Sequence[float], axis: Axis, k_from: int) -> int:
+    """The first sample :func:`bin_values` reads for buckets ``k_from`` on: the last one
+    before the bucket's edge (its span ends there; the next one's begins there)."""
+    return max(0, bisect.bisect_left(times, axis.t0 + k_from * axis.bw) - 1) if k_from > 0 else 0
+
+
 def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axis,
-               hold: float) -> tuple[list[float | None], list[float | None], list[float | None]]:
+               hold: float, k_from: int = 0,
+               k_to: int | None = None) -> tuple[list[float | None], list[float | None], list[float | None]]:
     """Per bucket the (min, mean, max) of the samples that cover a fair part of it.
 
     The mean is the plain mean of those samples (not time-weighted: the samples are
     evenly spaced, and a short sample touching a bucket edge still counts once).
+    ``k_from``/``k_to``: only buckets ``[k_from, k_to)`` are filled (the others stay
+    empty), each exactly as the whole pass fills it; ``values`` is read only from
+    :func:`first_index_for` on.
     """
     n = axis.n
     mins: list[float | None] = [None] * n
@@ -101,10 +112,14 @@ def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axi
     m = len(times)
     floor, ceil = math.floor, math.ceil
     first_span = hold / 2.5  # the first sample has no predecessor: one typical interval
-    for i in range(m):
+    top = n if k_to is None else min(n, k_to)
+    stop_t = t0 + top * bw  # a span that begins at or after this reaches no bucket asked for
+    for i in range(first_index_for(times, axis, k_from), m):
         v = values[i]
         b = times[i]
         a = times[i - 1] if i else b - first_span
+        if top < n and a >= stop_t:
+            break
         if b - a > hold:
             a = b - hold
         if v is None:
@@ -120,7 +135,11 @@ def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axi
         if ib >= n:
             ib = n - 1
         span = b - a
-        for k in range(ia, ib + 1):
+        # the buckets asked for; whether the sample spans more than one is read on the
+        # whole pass's indices, so a part pass decides the edge rule as the whole one does
+        lo = ia if ia >= k_from else k_from
+        hi = ib if ib < top else top - 1
+        for k in range(lo, hi + 1):
             if ia != ib:
                 # A sample only grazing a bucket (less than WAIT_SHOW of it, and less than
                 # half of the sample) does not count there: the state strip uses the same
@@ -272,6 +291,7 @@ class BinCache:
 
     def __init__(self) -> None:
         self._d: dict[Hashable, tuple[Hashable, Any]] = {}
+        self._settled: dict[Hashable, dict[int, tuple[float | None, float | None, float | None]]] = {}
 
     def get(self, key: Hashable, sig: Hashable, compute: Callable[[], Any]) -> Any:
         hit = self._d.get(key)
@@ -283,3 +303,56 @@ class BinCache:
             for k in list(self._d)[:256]:
                 del self._d[k]
         return val
+
+    def settled(self, key: Hashable) -> dict[int, tuple[float | None, float | None, float | None]]:
+        """The settled buckets of one series at one bucket width and hold (see
+        :func:`bin_values_settled`), kept across redraws."""
+        got = self._settled.get(key)
+        if got is None:
+            got = self._settled[key] = {}
+            if len(self._settled) > 512:
+                for k in list(self._settled)[:256]:
+                    del self._settled[k]
+        return got
+
+
+def bin_values_settled(times: Sequence[float], values: Callable[[int, int], list[float | None]], axis: Axis,
+                       hold: float, memo: dict[int, tuple[float | None, float | None, float | None]]
+                       ) -> tuple[list[float | None], list[float | None], list[float | None]]:
+    """:func:`bin_values` of the whole axis, each bucket that ended before the newest
+    sample taken from ``memo`` when an earlier redraw computed it: the axis' edges are
+    whole multiples of its width (:meth:`Axis.make`), so a bucket comes back at the same
+    place as the view scrolls, and samples come in time order, so nothing later reaches
+    back into it. ``values(i, j)``: the values of samples ``[i, j)`` (only those read are
+    built). ``memo`` is one series' at this width and hold (:meth:`BinCache.settled`);
+    bucket 0 is always computed (the first sample's span depends on where the window's
+    samples start).
+    """
+    n, bw, t0 = axis.n, axis.bw, axis.t0
+    m = len(times)
+    base = round(t0 / bw)
+    last_t = times[-1] if m else -math.inf
+    # a bucket is taken from the memo only if it also ended before this window's newest
+    # sample: the sample whose span crosses its end is then in both (a view scrolled back
+    # in a replay holds fewer samples than the redraw that stored it)
+    k_from = 1
+    while k_from < n and base + k_from in memo and t0 + (k_from + 1) * bw <= last_t:
+        k_from += 1
+    if k_from == 1:
+        mins, means, maxs = bin_values(times, values(0, m), axis, hold)
+    else:
+        i0 = first_index_for(times, axis, k_from)
+        mins, means, maxs = bin_values(times, [None] * i0 + values(i0, m), axis, hold, k_from=k_from)
+        # bucket 0: the samples up to the first that ends past it
+        j = min(m, bisect.bisect_left(times, t0 + bw) + 1)
+        h_mins, h_means, h_maxs = bin_values(times[:j], values(0, j), axis, hold, k_to=1)
+        mins[0], means[0], maxs[0] = h_mins[0], h_means[0], h_maxs[0]
+        for k in range(1, k_from):
+            mins[k], means[k], maxs[k] = memo[base + k]
+    for k in range(max(1, k_from), n):
+        if t0 + (k + 1) * bw > last_t:
+            break
+        memo[base + k] = (mins[k], means[k], maxs[k])
+    for old in [x for x in memo if x < base]:
+        del memo[old]
+    return mins, means, maxs
