@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.advisor import steps as step_seen
-from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text, impact_text
 from sattui.frames import frame_label, user_frame
 from sattui.job import JobIdentity
+from sattui.ledger import steps as step_seen
+from sattui.ledger.bins import JobLedger
 from sattui.model import Frame
 from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS

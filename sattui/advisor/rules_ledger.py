@@ -1,5 +1,5 @@
 """Findings from the time ledger: one per cause of lost time, its impact the share of the
-job's wall time that cause took (sattui/advisor/ledger.py says how each second is given
+job's wall time that cause took (sattui/ledger/bins.py says how each second is given
 its cause).
 
 Thresholds are TensorFlow Profiler's input-pipeline cut-offs applied to every cause, as
@@ -16,7 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
+from sattui.advisor.context import Finding, severity_for, share_text
+from sattui.advisor.intervals.batch_means import Interval, difference_interval
+from sattui.advisor.rules_gpu import gpu_straggler
+from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
+from sattui.ledger.bins import JobLedger, RankLedger
+from sattui.ledger.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
     CAUSE_WORDS,
     FIX_COMM,
     FIX_CONTENTION,
@@ -36,12 +41,7 @@ from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-expo
     UNKNOWN,
     WORKER_BUSY,
 )
-from sattui.advisor.context import Finding, severity_for, share_text
-from sattui.advisor.intervals.batch_means import Interval, difference_interval
-from sattui.advisor.ledger import JobLedger, RankLedger
-from sattui.advisor.rules_gpu import gpu_straggler
-from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
-from sattui.advisor.window import DEFAULT_STACK_RATE_HZ, Window
+from sattui.ledger.window import DEFAULT_STACK_RATE_HZ, Window
 
 SHOWN_FROM = 0.03
 # A busy card has short gaps between kernels (launches, the step's edges): host overhead

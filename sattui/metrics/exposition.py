@@ -32,7 +32,7 @@ from sattui.metrics.node import CardState, NodeMetrics, Snapshot
 from sattui.states import COUNTED_NAMES
 
 try:
-    from sattui.advisor.causes import CARD_CAUSES, RANK_CAUSES, UNKNOWN
+    from sattui.ledger.causes import CARD_CAUSES, RANK_CAUSES, UNKNOWN
 except ImportError:  # without the advisor there is no ledger: its counters stay empty
     CARD_CAUSES = RANK_CAUSES = ()
     UNKNOWN = "unknown"

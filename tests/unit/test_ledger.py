@@ -1,4 +1,4 @@
-"""The time ledger (sattui/advisor/ledger.py) and the findings it gives (rules_ledger.py):
+"""The time ledger (sattui/ledger/bins.py) and the findings it gives (rules_ledger.py):
 every lost second gets a cause from positive evidence at the same moments, never from a
 missing signal; impacts are shares of the job's wall time."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sattui.advisor import Advisor, ledger
+from sattui.advisor import Advisor
 from sattui.advisor import rules_ledger as rl
+from sattui.ledger import bins as ledger
 from tests.unit.test_advisor_kit import PID, TL, ctx
 
 W0, W1 = 10.0, 40.0  # the kit's window
@@ -463,7 +464,7 @@ def test_the_loader_shutting_its_workers_down_at_the_end_is_not_a_restart():
 def test_the_books_running_window_equals_summing_its_bins():
     import random
 
-    from sattui.advisor.ledger import CardLedger, JobLedger, LedgerBook, RankLedger, total
+    from sattui.ledger.bins import CardLedger, JobLedger, LedgerBook, RankLedger, total
 
     rnd = random.Random(7)
     book = LedgerBook()
@@ -488,7 +489,7 @@ def test_a_wait_begun_before_the_window_counts_in_its_first_bins(binned):
     # beside it does; taken by start alone they held only the forward after it, and the
     # card's idle second fell on a state the rank's bin did not have (the io_bound demo read
     # MEDIUM host overhead 12.8 % on CI from its first bin).
-    from sattui.advisor.window import StackBinner, Window
+    from sattui.ledger.window import StackBinner, Window
 
     k = TL().main(cpu=0.05).proc(201, "worker", 0.03, state="S")
     k.cards(dt=0.25, fn=lambda t: {"util": 100.0 if (t % 4.0) >= 3.5 - 1e-9 or (t % 4.0) < 1e-9 else 0.0})

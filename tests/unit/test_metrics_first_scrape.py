@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sattui.advisor import Advisor
-from sattui.advisor import ledger as ledger_mod
-from sattui.advisor.window import StackBinner
+from sattui.ledger import bins as ledger_mod
+from sattui.ledger.window import StackBinner
 from sattui.metrics.advised import AdvisedMetrics
 from sattui.metrics.exposition import CARD_STATES, RANK_STATES, Renderer, rows
 from sattui.metrics.node import NodeMetrics

@@ -2,7 +2,7 @@
 the views and the exporter.
 
 A rank's lost second, and a card's idle one, is given one of these causes by the time
-ledger (sattui/advisor/ledger.py); a rule names it (its id in docs/rules.md and
+ledger (sattui/ledger/bins.py); a rule names it (its id in docs/rules.md and
 CONTRACT.md, where the cause has one); the words are what a screen or a headline says of
 it; the fix is the rule's advice where it does not depend on the evidence (the rules add
 what does: the number of workers to try, the phase, the rank).

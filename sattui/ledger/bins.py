@@ -53,9 +53,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.advisor import steps as step_seen
-from sattui.advisor.causes import CARD_CAUSES, DATA_CAUSES, IDLE, RANK_CAUSES, UNKNOWN, WORKER_BUSY  # noqa: F401
-from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
+from sattui.ledger import steps as step_seen
+from sattui.ledger.causes import CARD_CAUSES, DATA_CAUSES, IDLE, RANK_CAUSES, UNKNOWN, WORKER_BUSY  # noqa: F401
+from sattui.ledger.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
 
@@ -97,7 +97,7 @@ WAIT_BINS_MAX = 2048
 # A ledger built afresh (not by the LedgerBook, whose StepTracker carries each rank's
 # chain from one stretch to the next) finds steps in the spans from this long before a
 # stretch of bins, so the step that ends in its first bin has its start
-# (sattui/advisor/steps.py): first the short look, and the long one only when a step seen
+# (sattui/ledger/steps.py): first the short look, and the long one only when a step seen
 # in the stretch began before the short one reaches.
 STEP_LOOKBACK_S = 15.0
 STEP_LOOKBACK_SHORT_S = 3.0
@@ -109,7 +109,7 @@ PHASES = (State.CHECKPOINT, State.EVAL, State.LOGGING)
 # are busy), nor eval (it runs the model on the card).
 STARVING = (State.DATA_WAIT, State.DATA_INLINE, State.CHECKPOINT, State.LOGGING, State.IDLE)
 
-# Causes of lost time: one table, sattui/advisor/causes.py.
+# Causes of lost time: one table, sattui/ledger/causes.py.
 NOT_LOST = "compute"
 
 
@@ -154,7 +154,7 @@ class RankLedger:
     causes_s: dict[str, float] = field(default_factory=dict)
     # cause -> what it was made of: the phases of a periodic stall, worker classes …
     detail: dict[str, dict[str, float]] = field(default_factory=dict)
-    # Steps seen from outside (sattui/advisor/steps.py): how many began, and a histogram
+    # Steps seen from outside (sattui/ledger/steps.py): how many began, and a histogram
     # of their lengths (bucket -> count).
     steps: int = 0
     step_hist: dict[int, int] = field(default_factory=dict)
@@ -1023,7 +1023,7 @@ class LedgerBook:
         # two minutes of bins every evaluation.
         self._win: JobLedger | None = None
         self._win_lo = self._win_hi = 0
-        # Each rank's steps, found as its spans settle (sattui/advisor/steps.py).
+        # Each rank's steps, found as its spans settle (sattui/ledger/steps.py).
         self._steps: dict[int, step_seen.StepTracker] = {}
 
     def update(self, w: Window, wl: Window, settled_t: float) -> None:
