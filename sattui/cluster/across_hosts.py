@@ -84,7 +84,7 @@ def job_ledger(data: JobData, hosts: set[str] | None = None) -> tuple[JobLedger,
         if (hosts is not None and r.host not in hosts) or r.wall_s <= 0:
             continue
         phases = {k: r.states_s[k] for k in ("checkpoint", "eval", "logging") if r.states_s.get(k)}
-        detail = {"periodic_stall": phases} if phases else {}
+        detail = {causes.PERIODIC_STALL: phases} if phases else {}
         job.ranks[i] = RankLedger(i, _int(r.rank), r.wall_s, dict(r.states_s), dict(r.causes_s), detail,
                                   wait_bins=dict(r.wait_bins))
         who[i] = r

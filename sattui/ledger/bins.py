@@ -54,7 +54,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.ledger import steps as step_seen
-from sattui.ledger.causes import CARD_CAUSES, DATA_CAUSES, IDLE, RANK_CAUSES, UNKNOWN, WORKER_BUSY  # noqa: F401
+from sattui.ledger.causes import (
+    COMM_BOUND,
+    CPU_CONTENTION,
+    HOST_OVERHEAD,
+    HOST_SYNC_STALL,
+    IDLE,
+    INPUT_BOUND,
+    MAIN_PROCESS_LOADING,
+    PERIODIC_STALL,
+    STRAGGLER,
+    UNKNOWN,
+    WORKER_BUSY,
+    WORKER_IO,
+    WORKER_RESPAWN,
+)
 from sattui.ledger.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
@@ -657,11 +671,11 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
     """How a bin's data wait splits over causes (weights summing to 1; none at all for
     the loader shutting its workers down at the end of the run)."""
     if workers is None:
-        return {"input_bound": 1.0}  # no figures for this bin: the cause is not narrowed
+        return {INPUT_BOUND: 1.0}  # no figures for this bin: the cause is not narrowed
     if not workers:
         if to_come is None:
-            return {"input_bound": 1.0}
-        return {"worker_respawn": 1.0} if to_come else {}
+            return {INPUT_BOUND: 1.0}
+        return {WORKER_RESPAWN: 1.0} if to_come else {}
     kinds: dict[str, float] = {}
     for wv in workers:
         for k, v in wv.parts.items():
@@ -676,11 +690,11 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
             # hand-over itself (receiving the batch from the worker's queue).
             delay = main.run_delay if main is not None else None
             if delay is not None and delay >= CONTENDED_RUN_DELAY:
-                return {"cpu_contention": 1.0}
-            return {"input_bound": 1.0}
+                return {CPU_CONTENTION: 1.0}
+            return {INPUT_BOUND: 1.0}
         # Every worker asleep while the main thread waits for a batch: they wait on
         # their data source (a remote read, a lock, a sleep in the Dataset).
-        return {"worker_io_bound": 1.0}
+        return {WORKER_IO: 1.0}
     n = sum(active.values())
     out: dict[str, float] = {}
     for k, v in active.items():
@@ -690,7 +704,7 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
 
 
 # What a worker's part of a bin says about the data wait beside it.
-_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention"}
+_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": WORKER_IO, "contended": CPU_CONTENTION}
 
 
 def _tree_cores(w: Window, lo: float, hi: float, interval: float) -> Callable[[int], float]:
@@ -718,13 +732,13 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
     if state == State.DATA_WAIT:
         return _data_causes(workers, to_come, free_cores, workers_idle, main)
     if state == State.DATA_INLINE:
-        return {"main_process_loading": 1.0}
+        return {MAIN_PROCESS_LOADING: 1.0}
     if state in PHASES:
-        return {"periodic_stall": 1.0}
+        return {PERIODIC_STALL: 1.0}
     if state == State.COLLECTIVE:
-        return {"straggler" if multi_rank else "comm_bound": 1.0}
+        return {STRAGGLER if multi_rank else COMM_BOUND: 1.0}
     if state in (State.SYNC, State.H2D_COPY):
-        return {"host_sync_stall": 1.0}
+        return {HOST_SYNC_STALL: 1.0}
     if state == State.IDLE:
         return {IDLE: 1.0}
     main_cpu = main.cpu_main if main is not None else None
@@ -732,9 +746,9 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
     if (state == State.BACKWARD and multi_rank and not gpu_job and main_cpu is not None
             and main_cpu < WAITING_MAIN_CORES):
         # DDP's all-reduce waits inside backward(): the thread is there but not computing.
-        return {"straggler": 1.0 - main_cpu}
+        return {STRAGGLER: 1.0 - main_cpu}
     if state in COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
-        return {"cpu_contention": min(1.0, run_delay)}
+        return {CPU_CONTENTION: min(1.0, run_delay)}
     return {}
 
 
@@ -756,8 +770,8 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
         frac = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
         if st == State.DATA_WAIT and starting_s > 0:
             restart = starting_s / secs if starting_s < secs else 1.0
-            frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != "worker_respawn"} | {
-                "worker_respawn": restart + (1.0 - restart) * frac.get("worker_respawn", 0.0)}
+            frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != WORKER_RESPAWN} | {
+                WORKER_RESPAWN: restart + (1.0 - restart) * frac.get(WORKER_RESPAWN, 0.0)}
         split[st] = frac
         for cause, f in frac.items():
             lost = secs * f
@@ -765,11 +779,11 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
             if cause == WORKER_BUSY and free_cores is not None:
                 _add(detail.setdefault(cause, {}), "free_core_s", lost * max(0.0, free_cores))
                 _add(detail.setdefault(cause, {}), "known_s", lost)
-            if cause == "periodic_stall" or st == State.DATA_WAIT:
+            if cause == PERIODIC_STALL or st == State.DATA_WAIT:
                 _add(detail.setdefault(cause, {}), st, lost)
-            elif cause == "straggler" and st == State.BACKWARD:
+            elif cause == STRAGGLER and st == State.BACKWARD:
                 _add(detail.setdefault(cause, {}), "backward_waiting", lost)
-            elif cause == "cpu_contention":
+            elif cause == CPU_CONTENTION:
                 _add(detail.setdefault(cause, {}), "main_thread", lost)
     return causes, detail, split
 
@@ -837,7 +851,7 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
             # Not busy while the rank works is host overhead; while it waits but loses no
             # time of its own (the loader shutting its workers down at the end) the card
             # has no work either.
-            own = IDLE if st in _STARVING else "host_overhead_bound"
+            own = IDLE if st in _STARVING else HOST_OVERHEAD
             by_cause[own] = by_cause.get(own, 0.0) + v
     return by_state, by_cause
 
@@ -944,7 +958,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             for rs in ri.restarts_ending_in(b):
                 # each restart once, in the bin its start is seen to end: the evidence's
                 # start time per epoch
-                det = detail.setdefault("worker_respawn", {})
+                det = detail.setdefault(WORKER_RESPAWN, {})
                 det["restarts"] = det.get("restarts", 0.0) + 1.0
                 det["start_s"] = det.get("start_s", 0.0) + (rs.seen_s or 0.0)
             busy = causes.get(WORKER_BUSY, 0.0)
@@ -955,7 +969,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
                 _add(detail.setdefault(WORKER_BUSY, {}), "clock_ratio_s", busy * clock)
             n_steps, hist, seen = steps[pid].get(b, (0, {}, {}))
             wall = sum(counted.values())
-            waits = {b: (wall, causes.get("straggler", 0.0))} if multi else {}
+            waits = {b: (wall, causes.get(STRAGGLER, 0.0))} if multi else {}
             job_at(b).ranks[pid] = RankLedger(pid, ri.rank, wall, counted, causes, detail, n_steps, hist, seen, waits)
             rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
