@@ -45,7 +45,7 @@ PROBLEM_EVENTS = {
 }
 # How far a redraw's reads reach past its span (:meth:`ViewData.take` copies that much
 # more each side): the dips' ledger looks 92 s before a dip (sattui/view/dips.py PAD_S,
-# sattui/ledger/bins.py MAX_START_S + RHYTHM_LOOKBACK_S) and up to a minute after it,
+# sattui/ledger/restarts.py MAX_START_S + RHYTHM_LOOKBACK_S) and up to a minute after it,
 # the stack strips 30 s back, the step counts 15 s. A read beyond the copy is still
 # right (it reads the session, locked; TimelineCopy.misses counts it).
 REACH_S = 120.0

@@ -9,6 +9,7 @@ import pytest
 from sattui.advisor import Advisor
 from sattui.advisor import rules_ledger as rl
 from sattui.ledger import bins as ledger
+from sattui.ledger import restarts
 from tests.unit.test_advisor_kit import PID, TL, ctx
 
 W0, W1 = 10.0, 40.0  # the kit's window
@@ -203,9 +204,9 @@ def test_a_first_batch_within_the_usual_wait_is_no_restart():
 def test_usual_wait_leaves_each_generations_start_out():
     # the waits: nine of 0.1 s, and the start (1.5 s) that ends in the first leave after a birth
     runs = [(float(i), i + 0.1) for i in range(9)] + [(9.0, 10.5)]
-    assert near(ledger._usual_wait_s(runs, [9.2]), 0.1, 1e-9)
-    assert near(ledger._usual_wait_s(runs, []), 1.5, 1e-9)  # without the birth it is a wait like any
-    assert ledger._usual_wait_s(runs[:4], []) is None  # too few to go by
+    assert near(restarts.usual_wait_s(runs, [9.2]), 0.1, 1e-9)
+    assert near(restarts.usual_wait_s(runs, []), 1.5, 1e-9)  # without the birth it is a wait like any
+    assert restarts.usual_wait_s(runs[:4], []) is None  # too few to go by
 
 
 def test_a_restart_before_the_usual_wait_is_known_is_no_restart():
@@ -561,7 +562,7 @@ def test_a_torn_stack_inside_a_wait_does_not_end_it():
     for middle, want in ((torn, [(0.0, 0.9)]), (whole, [(0.0, 0.05), (0.1, 0.9)])):
         spans = [span(0.0, State.DATA_WAIT, loader, root), middle, span(0.1, State.DATA_WAIT, loader, root),
                  span(0.9, State.FORWARD, Frame("Module._call_impl", "torch/nn/modules/module.py", 1), root)]
-        assert ledger._wait_runs(spans) == want
+        assert restarts.wait_runs(spans) == want
     # outside a wait it begins nothing (it is not a data wait)
-    assert ledger._wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
+    assert restarts.wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
                               span(0.3, State.FORWARD, root)]) == [(0.1, 0.3)]
