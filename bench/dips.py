@@ -31,9 +31,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from report_1h import generate  # noqa: E402
 
-from sattui.advisor import ledger  # noqa: E402
 from sattui.advisor.context import AdvisorContext  # noqa: E402
-from sattui.advisor.window import Window  # noqa: E402
+from sattui.ledger import bins as ledger  # noqa: E402
+from sattui.ledger.window import Window  # noqa: E402
 from sattui.session import ReplaySession  # noqa: E402
 from sattui.view.binning import BinCache  # noqa: E402
 from sattui.view.data import ViewData  # noqa: E402

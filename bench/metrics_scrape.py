@@ -35,7 +35,7 @@ EXPORTER = textwrap.dedent("""
     import sys, time, threading
     from sattui.metrics.node import NodeMetrics
     from sattui.metrics.server import MetricsServer
-    from sattui.advisor.ledger import JobLedger, RankLedger, CardLedger
+    from sattui.ledger.bins import JobLedger, RankLedger, CardLedger
     from sattui.states import COUNTED_NAMES
 
     node = NodeMetrics("bench-node", read_env=lambda pid: {"RANK": str(pid - 1000), "LOCAL_RANK": str(pid - 1000),

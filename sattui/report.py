@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.advisor import steps as step_seen
-from sattui.advisor.ledger import JobLedger
 from sattui.findings import Severity, evidence_text, impact_text
 from sattui.frames import frame_label, user_frame
 from sattui.job import JobIdentity
+from sattui.ledger import steps as step_seen
+from sattui.ledger.bins import JobLedger
+from sattui.ledger.causes import UNKNOWN
 from sattui.model import Frame
 from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
@@ -400,7 +401,7 @@ def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
                                       sorted(cl.by_cause_s.items(), key=lambda kv: -kv[1])}}
         elif c.get("util_mean") is not None:
             share = round(1.0 - c["util_mean"] / 100.0, 4)  # not the job's card: no rank's state to split by
-            c["idle"] = {"share": share, "by_state": {"unknown": share}, "by_cause": {"unknown": share}}
+            c["idle"] = {"share": share, "by_state": {UNKNOWN: share}, "by_cause": {UNKNOWN: share}}
         else:
             c["idle"] = None
 

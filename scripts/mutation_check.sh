@@ -5,7 +5,7 @@
 #   pip install -e '.[mutation]'
 #   scripts/mutation_check.sh                               # everything [tool.mutmut] names
 #   scripts/mutation_check.sh 'sattui.vendors.box_table*'   # one module (mutmut's mutant-name globs)
-#   scripts/mutation_check.sh 'sattui.vendors.values*' 'sattui.advisor.ledger*'   # a subset
+#   scripts/mutation_check.sh 'sattui.vendors.values*' 'sattui.ledger.bins*'   # a subset
 #   MUTMUT_CHILDREN=1 scripts/mutation_check.sh ...         # parallel test runs (default 2)
 #
 # What is mutated and which unit-test files run: [tool.mutmut] in pyproject.toml. Each

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
+from sattui.ledger.bins import CardLedger, JobLedger, RankLedger
 from sattui.metrics.node import NodeMetrics
 from sattui.metrics.server import MetricsServer
 

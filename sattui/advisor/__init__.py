@@ -17,8 +17,8 @@ from sattui.advisor.context import AdvisorContext, Verdict, severity_for
 from sattui.advisor.cost import EfficiencyMeter, efficiency
 from sattui.advisor.judge import Judge, judge_recording
 from sattui.advisor.verdict import RULES, Advisor
-from sattui.advisor.window import Window
 from sattui.findings import SEVERITIES, Finding, Severity
+from sattui.ledger.window import Window
 
 __all__ = [
     "SEVERITIES", "Severity", "RULES", "Advisor", "AdvisorContext", "EfficiencyMeter", "Finding", "Judge",

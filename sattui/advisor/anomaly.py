@@ -23,8 +23,8 @@ import bisect
 import statistics
 
 from sattui.advisor.context import Finding
-from sattui.advisor.window import Window, bisect_t
 from sattui.findings import Severity
+from sattui.ledger.window import Window, bisect_t
 
 NEW_S = 5.0
 SHIFT_S = 15.0

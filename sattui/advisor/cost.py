@@ -20,8 +20,8 @@ from typing import Any
 
 from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.advisor.rules_system import card_in_use
-from sattui.advisor.window import CardStats, Window, link_bw_Bps, pstdev
 from sattui.findings import Severity
+from sattui.ledger.window import CardStats, Window, link_bw_Bps, pstdev
 
 FIX_LOW_UTIL = ("Consider stopping the job until it can use the card: fix what starves it (see the other "
                 "findings), or share the card / use a smaller one.{headroom}")

@@ -23,15 +23,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.advisor.causes import RULE_CAUSE
 from sattui.advisor.context import AdvisorContext, Finding, Verdict
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
-from sattui.advisor.ledger import JobLedger
 from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
-from sattui.advisor.window import Window
 from sattui.feed import Feed
 from sattui.findings import Severity
+from sattui.ledger.bins import JobLedger
+from sattui.ledger.causes import RULE_CAUSE
+from sattui.ledger.window import Window
 from sattui.recording import RecordingReader
 from sattui.timeline import Timeline
 

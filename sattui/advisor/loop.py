@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from typing import Any, Protocol
 
-from sattui.advisor.ledger import BIN_S, JobLedger
 from sattui.advisor.verdict import Advisor
 from sattui.feed import Feed
+from sattui.ledger.bins import BIN_S, JobLedger
 from sattui.timeline import Timeline
 
 # Judged every second: the intervals (sattui/advisor/intervals/) decide when a cause is

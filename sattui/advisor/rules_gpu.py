@@ -13,9 +13,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from sattui.advisor.context import Finding, severity_for, share_text
-from sattui.advisor.window import CardStats, Window, link_bw_Bps, mean
 from sattui.clock_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 from sattui.findings import Severity
+from sattui.ledger.window import CardStats, Window, link_bw_Bps, mean
 
 FIX_SM_LOW = (
     "nvidia-smi's GPU-Util only says *some* kernel was running. Most SMs are idle: kernels launch fewer blocks "

@@ -10,9 +10,9 @@ moments it mattered, not over the whole run.
 
 from __future__ import annotations
 
-from sattui.advisor.causes import WORKER_BUSY
 from sattui.advisor.context import Finding, severity_for, share_text
-from sattui.advisor.window import Window
+from sattui.ledger.causes import WORKER_BUSY
+from sattui.ledger.window import Window
 
 # [proposal] Below this share of the maximum clock: under the all-core turbo and the base
 # clock of server CPUs (commonly 55–80 % of the single-core maximum that cpuinfo_max_freq

@@ -1,5 +1,5 @@
 """Findings from the time ledger: one per cause of lost time, its impact the share of the
-job's wall time that cause took (sattui/advisor/ledger.py says how each second is given
+job's wall time that cause took (sattui/ledger/bins.py says how each second is given
 its cause).
 
 Thresholds are TensorFlow Profiler's input-pipeline cut-offs applied to every cause, as
@@ -16,8 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
+from sattui.advisor.context import Finding, severity_for, share_text
+from sattui.advisor.intervals.batch_means import Interval, difference_interval
+from sattui.advisor.rules_gpu import gpu_straggler
+from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
+from sattui.ledger.bins import JobLedger, RankLedger
+from sattui.ledger.causes import (  # noqa: F401  (the fixes and words, re-exported for the rules' readers)
     CAUSE_WORDS,
+    COMM_BOUND,
+    CPU_CONTENTION,
     FIX_COMM,
     FIX_CONTENTION,
     FIX_CONTENTION_OWN,
@@ -31,17 +38,17 @@ from sattui.advisor.causes import (  # noqa: F401  (the fixes and words, re-expo
     FIX_TOO_FEW,
     FIX_WORKER_CPU,
     FIX_WORKER_IO,
+    HOST_OVERHEAD,
+    HOST_SYNC_STALL,
     IDLE,
+    PERIODIC_STALL,
     RULE_CAUSE,
+    STRAGGLER,
     UNKNOWN,
     WORKER_BUSY,
+    WORKER_RESPAWN,
 )
-from sattui.advisor.context import Finding, severity_for, share_text
-from sattui.advisor.intervals.batch_means import Interval, difference_interval
-from sattui.advisor.ledger import JobLedger, RankLedger
-from sattui.advisor.rules_gpu import gpu_straggler
-from sattui.advisor.rules_system import FIX_STARVED_NSIGHT, gaps, no_stacks_fix, waiting_signature
-from sattui.advisor.window import DEFAULT_STACK_RATE_HZ, Window
+from sattui.ledger.window import DEFAULT_STACK_RATE_HZ, Window
 
 SHOWN_FROM = 0.03
 # A busy card has short gaps between kernels (launches, the step's edges): host overhead
@@ -122,7 +129,7 @@ def _data_rule(rule: str, summary: str, fix: str | Callable[[Window], str],
             if more != (rule == "too_few_workers"):
                 return []
         else:
-            d = _share(job, rule)
+            d = _share(job, RULE_CAUSE.get(rule, rule))
         if d < SHOWN_FROM * relax:
             return []  # what _finding would say, before the evidence is gathered
         wait = sum(r.states_s.get("data_wait", 0.0) + r.states_s.get("data_inline", 0.0) for r in job.ranks.values())
@@ -151,7 +158,7 @@ def _restarts(job: JobLedger) -> dict[str, object]:
     the new workers to the first batch seen reaching the main thread), over the ranks."""
     n = secs = 0.0
     for r in job.ranks.values():
-        det = r.detail.get("worker_respawn", {})
+        det = r.detail.get(WORKER_RESPAWN, {})
         n += det.get("restarts", 0.0)
         secs += det.get("start_s", 0.0)
     if n < 0.5:
@@ -221,12 +228,12 @@ def cpu_contention(w: Window, relax: float = 1.0) -> list[Finding]:
     job = _job(w)
     if job is None:
         return []
-    d = _share(job, "cpu_contention")
+    d = _share(job, CPU_CONTENTION)
     if d < SHOWN_FROM * relax:
         return []  # what _finding would say, before the evidence is gathered
     parts: dict[str, float] = {}
     for r in job.ranks.values():
-        for k, v in r.detail.get("cpu_contention", {}).items():
+        for k, v in r.detail.get(CPU_CONTENTION, {}).items():
             parts[k] = parts.get(k, 0.0) + v
     ev: dict[str, object] = {"waiting_for_a_cpu": "its DataLoader workers" if parts.get("data_wait", 0) >= parts.get(
         "main_thread", 0) else "the training thread"}
@@ -297,12 +304,12 @@ def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
     job = _job(w)
     if job is None:
         return []
-    d = _share(job, "periodic_stall")
+    d = _share(job, PERIODIC_STALL)
     if d < SHOWN_FROM * relax:
         return []  # what _finding would say, before the evidence is gathered
     phases: dict[str, float] = {}
     for r in job.ranks.values():
-        for k, v in r.detail.get("periodic_stall", {}).items():
+        for k, v in r.detail.get(PERIODIC_STALL, {}).items():
             phases[k] = phases.get(k, 0.0) + v
     if not phases:
         return []
@@ -318,7 +325,7 @@ def periodic_stall(w: Window, relax: float = 1.0) -> list[Finding]:
 
 def _rank_waits(job: JobLedger) -> tuple[list[RankLedger], dict[int, float]]:
     ranks = [r for r in job.ranks.values() if r.wall_s > 0]
-    return ranks, {r.pid: r.share("straggler") for r in ranks}
+    return ranks, {r.pid: r.share(STRAGGLER) for r in ranks}
 
 
 def _keyed_waits(r: RankLedger, width: int) -> dict[int, tuple[float, float]]:
@@ -391,7 +398,7 @@ def straggler(w: Window, relax: float = 1.0) -> list[Finding]:
         return gpu_straggler(w, relax) if job.gpu_job else []
     slow, gap, ranks, waits = found
     asym = gap.scaled((len(ranks) - 1) / len(ranks))
-    own = {k: v for k, v in slow.causes_s.items() if k != "straggler"}
+    own = {k: v for k, v in slow.causes_s.items() if k != STRAGGLER}
     own_cause = max(own, key=lambda k: own[k]) if own else None
     own_words = CAUSE_WORDS.get(own_cause, own_cause) if own_cause else "computing (no lost time of its own)"
     ev: dict[str, object] = {
@@ -421,7 +428,7 @@ def comm_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     job = _job(w)
     if job is None:
         return []
-    d = _share(job, "comm_bound")
+    d = _share(job, COMM_BOUND)
     ranks, waits = _rank_waits(job)
     # Beside a straggler the waits are its: the little the slow rank itself waits (its
     # share of the sync) is no finding of its own (the DDP demo's 7 % would stand at medium).
@@ -441,7 +448,7 @@ def host_sync_stall(w: Window, relax: float = 1.0) -> list[Finding]:
     job = _job(w)
     if job is None:
         return []
-    d = _share(job, "host_sync_stall")
+    d = _share(job, HOST_SYNC_STALL)
     return _finding("host_sync_stall", job, d, f"the training loop waits for the device {share_text(d)} of the time",
                     {}, FIX_SYNC, relax)
 
@@ -459,7 +466,7 @@ def host_overhead_bound(w: Window, relax: float = 1.0) -> list[Finding]:
     job = _job(w)
     if job is None or not job.gpu_job:
         return []
-    d = _share(job, "host_overhead_bound")
+    d = _share(job, HOST_OVERHEAD)
     ev: dict[str, object] = {}
     beyond = _idle_beyond_waits(job)
     if beyond is not None:

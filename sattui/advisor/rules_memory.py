@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sattui.advisor.context import Finding
-from sattui.advisor.window import ProcStats, Window
 from sattui.findings import Severity
+from sattui.ledger.window import ProcStats, Window
 
 MIB = 1 << 20
 GIB = 1 << 30

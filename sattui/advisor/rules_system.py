@@ -9,9 +9,9 @@ the condition over the window, and the Advisor's decision step (verdict.py) appl
 from __future__ import annotations
 
 from sattui.advisor.context import Finding, share_text
-from sattui.advisor.ledger import CONTENDED_RUN_DELAY
-from sattui.advisor.window import CardStats, Window, pstdev, quantile
 from sattui.findings import Severity
+from sattui.ledger.bins import CONTENDED_RUN_DELAY
+from sattui.ledger.window import CardStats, Window, pstdev, quantile
 from sattui.sampler_status import PTRACE_FIX
 
 FIX_HEALTHY = ("No host-side bottleneck. Further speed-ups are inside the model: mixed precision/TF32, larger "

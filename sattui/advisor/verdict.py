@@ -36,15 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sattui.advisor import anomaly, cost, rules_gpu, rules_host, rules_ledger, rules_memory, rules_system
-from sattui.advisor.causes import CAUSE_WORDS, PASS_CAUSES, RULE_CAUSE
 from sattui.advisor.context import HIGH_IMPACT, MEDIUM_IMPACT, AdvisorContext, Finding, Verdict, severity_for
 from sattui.advisor.intervals.change import PhaseChange, find_change
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
-from sattui.advisor.ledger import BIN_S, JobLedger, LedgerBook
 from sattui.advisor.rules_ledger import SHOWN_FROM
 from sattui.advisor.rules_system import healthy, no_data
-from sattui.advisor.window import StackBinner, Window
 from sattui.findings import Severity
+from sattui.ledger.bins import BIN_S, JobLedger, LedgerBook
+from sattui.ledger.causes import CAUSE_WORDS, PASS_CAUSES, RULE_CAUSE
+from sattui.ledger.window import StackBinner, Window
 from sattui.timeline import Timeline
 
 RuleFn = Callable[[Window, float], list[Finding]]

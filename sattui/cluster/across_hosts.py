@@ -1,6 +1,6 @@
 """The job's judgments across hosts, from what each node's sattui published.
 
-Each node's ledger (sattui/advisor/ledger.py) gave every second of its ranks a state and
+Each node's ledger (sattui/ledger/bins.py) gave every second of its ranks a state and
 every lost second a cause; Prometheus holds them as counters. Summed over a window they
 make one :class:`JobLedger` for the whole job, and the advisor's own ledger rules
 (sattui/advisor/rules_ledger.py) judge it as they judge one node: the straggler is the
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.advisor import causes
 from sattui.advisor.context import AdvisorContext, severity_for
-from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
 from sattui.advisor.rules_gpu import FIX_IMBALANCE
 from sattui.advisor.verdict import RULES, rank_key
 from sattui.cluster.source import JobData, RankData
 from sattui.findings import Finding
+from sattui.ledger import causes
+from sattui.ledger.bins import CardLedger, JobLedger, RankLedger
 
 # A host's input pipeline is "the" bottleneck when its ranks wait for data at least this
 # share of their time (TF Profiler's moderate cut-off) …
@@ -84,7 +84,7 @@ def job_ledger(data: JobData, hosts: set[str] | None = None) -> tuple[JobLedger,
         if (hosts is not None and r.host not in hosts) or r.wall_s <= 0:
             continue
         phases = {k: r.states_s[k] for k in ("checkpoint", "eval", "logging") if r.states_s.get(k)}
-        detail = {"periodic_stall": phases} if phases else {}
+        detail = {causes.PERIODIC_STALL: phases} if phases else {}
         job.ranks[i] = RankLedger(i, _int(r.rank), r.wall_s, dict(r.states_s), dict(r.causes_s), detail,
                                   wait_bins=dict(r.wait_bins))
         who[i] = r

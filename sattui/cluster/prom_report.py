@@ -14,6 +14,7 @@ from sattui.cluster.prom import PromClient, PromError
 from sattui.cluster.source import JobData, JobReader
 from sattui.errors import SattuiError
 from sattui.findings import Severity
+from sattui.ledger.causes import UNKNOWN
 from sattui.report import REPORT_FORMAT, _ordered
 from sattui.states import COUNTED_NAMES
 from sattui.textsafe import clean, clean_lines
@@ -81,7 +82,7 @@ def report_of(data: JobData, url: str, job: str | None, run_id: str | None, sinc
                                  sorted(c.idle_by_cause_s.items(), key=lambda kv: -kv[1])}}
         elif c.util_mean is not None:
             share = round(1.0 - c.util_mean / 100.0, 4)
-            idle = {"share": share, "by_state": {"unknown": share}, "by_cause": {"unknown": share}}
+            idle = {"share": share, "by_state": {UNKNOWN: share}, "by_cause": {UNKNOWN: share}}
         cards.append({"card": _int(c.card), "host": c.host, "vendor": c.vendor or None, "name": c.model or None,
                       "uuid": c.uuid or None, "source": c.source,
                       "util_mean": _r(c.util_mean), "sm_active_mean": _r(c.sm_active_mean),

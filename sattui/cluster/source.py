@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from sattui.cluster.prom import PromClient, Series, matcher
+from sattui.ledger.causes import STRAGGLER
 
 DCGM_HOST_LABELS = ("Hostname", "hostname", "host", "instance")
 
@@ -211,7 +212,7 @@ class JobReader:
         by = "sum by (host, rank, run_id) "
         walls = qr(f"{by}(sattui_rank_state_seconds_total{self._sel(run_id=self.run_id)})", t0, t1, step)
         waits = {_rank_key(s): dict(s.points) for s in qr(
-            f"{by}(sattui_rank_lost_seconds_total{self._sel(run_id=self.run_id, cause='straggler')})", t0, t1, step)}
+            f"{by}(sattui_rank_lost_seconds_total{self._sel(run_id=self.run_id, cause=STRAGGLER)})", t0, t1, step)}
         incs: dict[tuple[str, str, str], list[tuple[float, float, float]]] = {}
         for s in walls:
             key = _rank_key(s)

@@ -28,14 +28,9 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from sattui.job import LABELS as JOB_LABELS
+from sattui.ledger.causes import CARD_CAUSES, RANK_CAUSES, UNKNOWN
 from sattui.metrics.node import CardState, NodeMetrics, Snapshot
 from sattui.states import COUNTED_NAMES
-
-try:
-    from sattui.advisor.causes import CARD_CAUSES, RANK_CAUSES, UNKNOWN
-except ImportError:  # without the advisor there is no ledger: its counters stay empty
-    CARD_CAUSES = RANK_CAUSES = ()
-    UNKNOWN = "unknown"
 
 CARD_LABELS = ("host", "card", "uuid", "vendor", "model")
 RANK_LABELS = ("host", "rank", "local_rank", "run_id")

@@ -1,7 +1,7 @@
 """What one node's sattui publishes to Prometheus, kept as plain numbers (no Prometheus
 library here): the latest card sample, each rank's main-thread seconds per state and
 lost seconds per cause, each card's idle seconds by the state and cause of its rank
-(the advisor's time ledger, sattui/advisor/ledger.py), the DataLoader workers, and the
+(the advisor's time ledger, sattui/ledger/bins.py), the DataLoader workers, and the
 current findings.
 
 It is fed from the sampling thread: :meth:`NodeMetrics.sink` takes the engine's records

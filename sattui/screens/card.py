@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from sattui.advisor.ledger import Dip
+from sattui.ledger.bins import Dip
 from sattui.screens.sattui_screen import SubScreen
 from sattui.textsafe import clean
 from sattui.view import fmt

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from sattui.advisor import steps as step_seen
+from sattui.ledger import steps as step_seen
 from sattui.screens.sattui_screen import SubScreen
 from sattui.states import state_of
 from sattui.textsafe import clean

@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sattui.advisor.ledger import JobLedger
 from sattui.advisor.loop import AdvisorLoop
 from sattui.errors import SattuiError
+from sattui.ledger.bins import JobLedger
 from sattui.model import Event
 from sattui.recording import RecordingWriter, make_header
 from sattui.safefile import check_output, open_output

@@ -7,9 +7,9 @@ import math
 from typing import Any
 
 from sattui import sampler_status
-from sattui.advisor.ledger import JobLedger
 from sattui.advisor.loop import ADVISOR_PERIOD_S, advisor_records, make_advisor
 from sattui.errors import RecordingError
+from sattui.ledger.bins import JobLedger
 from sattui.recording import RecordingReader
 from sattui.sampler_status import SamplerStatus
 from sattui.session.session import Session, SessionStatus, after

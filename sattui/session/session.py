@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sattui.advisor.ledger import JobLedger
 from sattui.feed import Feed
 from sattui.findings import Finding
+from sattui.ledger.bins import JobLedger
 from sattui.model import Event, ProcSample
 from sattui.sampler_status import SamplerStatus
 from sattui.timeline import Timeline
@@ -113,7 +113,7 @@ class Session(ABC):
 
     def ledger_bins(self, lo: int, hi: int) -> dict[int, JobLedger]:
         """The time ledger's settled one-second bins ``[lo, hi)`` that this session's
-        advisor computed and keeps (sattui/advisor/ledger.py); {} where none runs. A
+        advisor computed and keeps (sattui/ledger/bins.py); {} where none runs. A
         settled bin never changes: a view may keep what it gets."""
         return {}
 

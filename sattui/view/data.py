@@ -24,7 +24,7 @@ from sattui.timeline import TimelineCopy
 from sattui.view.binning import BinCache
 
 if TYPE_CHECKING:  # session.py is the session helper's; only its API is used here
-    from sattui.advisor.ledger import JobLedger
+    from sattui.ledger.bins import JobLedger
     from sattui.session import Session, SessionStatus
 
 EPS = 1e-6
@@ -45,7 +45,7 @@ PROBLEM_EVENTS = {
 }
 # How far a redraw's reads reach past its span (:meth:`ViewData.take` copies that much
 # more each side): the dips' ledger looks 92 s before a dip (sattui/view/dips.py PAD_S,
-# sattui/advisor/ledger.py MAX_START_S + RHYTHM_LOOKBACK_S) and up to a minute after it,
+# sattui/ledger/restarts.py MAX_START_S + RHYTHM_LOOKBACK_S) and up to a minute after it,
 # the stack strips 30 s back, the step counts 15 s. A read beyond the copy is still
 # right (it reads the session, locked; TimelineCopy.misses counts it).
 REACH_S = 120.0

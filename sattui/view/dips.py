@@ -8,7 +8,7 @@ from the sample before its first low one to its last low one; a gap in the sampl
 ends a dip (no data is not low).
 
 Its **cause** is the largest piece of the time ledger's ``by_cause`` for that card over
-the ledger's one-second bins that the dip touches (sattui/advisor/ledger.py), told in
+the ledger's one-second bins that the dip touches (sattui/ledger/bins.py), told in
 words with the evidence of the same moments: the workers' CPU for a data wait, the phase
 of a periodic stall, the rank the others wait for. The bins are the ones the session's
 advisor computed (:meth:`Session.ledger_bins`: the live advisor's, or those of a replay
@@ -29,11 +29,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sattui.advisor import causes, ledger
-from sattui.advisor.causes import PERIODIC_STALL, STRAGGLER, UNKNOWN, WORKER_BUSY
 from sattui.advisor.context import AdvisorContext
-from sattui.advisor.ledger import BIN_S, PHASES, Dip, JobLedger
-from sattui.advisor.window import SPAN_LOOKBACK_S, StackBinner, Window, bisect_t
+from sattui.ledger import bins as ledger
+from sattui.ledger import causes
+from sattui.ledger.bins import BIN_S, PHASES, Dip, JobLedger
+from sattui.ledger.causes import PERIODIC_STALL, STRAGGLER, UNKNOWN, WORKER_BUSY
+from sattui.ledger.window import SPAN_LOOKBACK_S, StackBinner, Window, bisect_t
 from sattui.model import CardSample
 from sattui.states import State
 

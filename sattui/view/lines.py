@@ -31,9 +31,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sattui.advisor import steps as step_seen
-from sattui.advisor.ledger import COMPUTE
 from sattui.clock_events import CLOCK_REASONS, CLOCK_REASONS_BAD, decode_clock_reasons
+from sattui.ledger import steps as step_seen
+from sattui.ledger.bins import COMPUTE
 from sattui.states import State, glyph, style_class
 from sattui.textsafe import clean
 from sattui.view import fmt
@@ -309,19 +309,19 @@ class RankStrip:
     label: str
     states: tuple[str | None, ...]
     shares: dict[str, float]
-    # Steps seen from outside over the window (sattui/advisor/steps.py figures()):
+    # Steps seen from outside over the window (sattui/ledger/steps.py figures()):
     # steps_per_s, step_s_p50, step_s_p90, or None each with steps_null_reason.
     steps: dict[str, Any]
 
     @property
     def lost(self) -> float:
         """The share of its sampled time not spent on its own work (waits, stalls, idle):
-        the states the ledger does not count as compute (sattui/advisor/ledger.py)."""
+        the states the ledger does not count as compute (sattui/ledger/bins.py)."""
         return max(0.0, 1.0 - sum(self.shares.get(st, 0.0) for st in COMPUTE)) if self.shares else 0.0
 
 
 # How far before the window the steps' spans are read: the step begun first in it has its
-# start (sattui/advisor/ledger.py reads as far for a stretch of bins).
+# start (sattui/ledger/bins.py reads as far for a stretch of bins).
 STEP_LOOK_S = 15.0
 
 
@@ -365,7 +365,7 @@ def _steps_over(data: ViewData, pid: int, lo: float, hi: float) -> step_seen.Bin
 
 
 def rank_steps(data: ViewData, pid: int, t0: float) -> dict[str, Any]:
-    """One trainer process's steps over ``[t0, t_end]`` (sattui/advisor/steps.py figures()),
+    """One trainer process's steps over ``[t0, t_end]`` (sattui/ledger/steps.py figures()),
     counted again when the view has moved by 1/400 of its length (a window of an hour holds
     72,000 spans a rank)."""
     def compute() -> dict[str, Any]:

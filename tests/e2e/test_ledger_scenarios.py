@@ -64,7 +64,7 @@ CAUSES = {s.id for s in SPECS.values() if s.category == "cause"}
 STEPS_TOL = 0.20
 # The truth's shares of this size are below what the advisor could call medium.
 NEGLIGIBLE = 0.03
-# The causes of a data wait (sattui/advisor/ledger.py, DATA_CAUSES, by their rules' ids).
+# The causes of a data wait (sattui/ledger/bins.py, DATA_CAUSES, by their rules' ids).
 DATA_RULES = {"input_bound", "worker_cpu_bound", "too_few_workers", "worker_io_bound", "worker_respawn"}
 
 

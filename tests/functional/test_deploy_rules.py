@@ -111,8 +111,8 @@ def test_the_rules_read_only_what_the_exporter_emits():
     for r in alert_rules():
         for rule_id in re.findall(r'rule="(\w+)"', r["expr"]):
             assert f"`{rule_id}`" in rules_doc, rule_id
-    # the data causes are the ledger's (sattui/advisor/ledger.py)
-    from sattui.advisor.ledger import DATA_CAUSES, RANK_CAUSES
+    # the data causes are the ledger's (its table, sattui/ledger/causes.py)
+    from sattui.ledger.causes import DATA_CAUSES, RANK_CAUSES
 
     starving = next(r for r in alert_rules() if r["alert"] == "SattuiDataStarvation")
     got = re.search(r'cause=~"([^"]+)"', starving["expr"])

@@ -46,7 +46,7 @@ def test_debug_settings():
 
 
 def _ledgered(w):
-    from sattui.advisor import ledger
+    from sattui.ledger import bins as ledger
 
     w.ledger = ledger.build(w)
     return w

@@ -10,8 +10,8 @@ import pytest
 
 from sattui.advisor import Advisor
 from sattui.advisor import verdict as verdict_mod
-from sattui.advisor.causes import RULE_CAUSE
 from sattui.advisor.intervals.change import RECENT_BINS, find_change
+from sattui.ledger.causes import RULE_CAUSE
 from tests.unit.test_advisor_kit import TL, ctx
 from tests.unit.test_sequential import _bins, _periodic
 

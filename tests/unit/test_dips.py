@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sattui.advisor import ledger
-from sattui.advisor.causes import WORKER_BUSY
 from sattui.advisor.loop import AdvisorLoop
+from sattui.ledger import bins as ledger
+from sattui.ledger.causes import WORKER_BUSY
 from sattui.model import CardSample, StackSample
 from sattui.session import Session, SessionStatus
 from sattui.view.binning import BinCache

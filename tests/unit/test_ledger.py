@@ -1,4 +1,4 @@
-"""The time ledger (sattui/advisor/ledger.py) and the findings it gives (rules_ledger.py):
+"""The time ledger (sattui/ledger/bins.py) and the findings it gives (rules_ledger.py):
 every lost second gets a cause from positive evidence at the same moments, never from a
 missing signal; impacts are shares of the job's wall time."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from sattui.advisor import Advisor, ledger
+from sattui.advisor import Advisor
 from sattui.advisor import rules_ledger as rl
+from sattui.ledger import bins as ledger
+from sattui.ledger import restarts
 from tests.unit.test_advisor_kit import PID, TL, ctx
 
 W0, W1 = 10.0, 40.0  # the kit's window
@@ -202,9 +204,9 @@ def test_a_first_batch_within_the_usual_wait_is_no_restart():
 def test_usual_wait_leaves_each_generations_start_out():
     # the waits: nine of 0.1 s, and the start (1.5 s) that ends in the first leave after a birth
     runs = [(float(i), i + 0.1) for i in range(9)] + [(9.0, 10.5)]
-    assert near(ledger._usual_wait_s(runs, [9.2]), 0.1, 1e-9)
-    assert near(ledger._usual_wait_s(runs, []), 1.5, 1e-9)  # without the birth it is a wait like any
-    assert ledger._usual_wait_s(runs[:4], []) is None  # too few to go by
+    assert near(restarts.usual_wait_s(runs, [9.2]), 0.1, 1e-9)
+    assert near(restarts.usual_wait_s(runs, []), 1.5, 1e-9)  # without the birth it is a wait like any
+    assert restarts.usual_wait_s(runs[:4], []) is None  # too few to go by
 
 
 def test_a_restart_before_the_usual_wait_is_known_is_no_restart():
@@ -463,7 +465,7 @@ def test_the_loader_shutting_its_workers_down_at_the_end_is_not_a_restart():
 def test_the_books_running_window_equals_summing_its_bins():
     import random
 
-    from sattui.advisor.ledger import CardLedger, JobLedger, LedgerBook, RankLedger, total
+    from sattui.ledger.bins import CardLedger, JobLedger, LedgerBook, RankLedger, total
 
     rnd = random.Random(7)
     book = LedgerBook()
@@ -488,7 +490,7 @@ def test_a_wait_begun_before_the_window_counts_in_its_first_bins(binned):
     # beside it does; taken by start alone they held only the forward after it, and the
     # card's idle second fell on a state the rank's bin did not have (the io_bound demo read
     # MEDIUM host overhead 12.8 % on CI from its first bin).
-    from sattui.advisor.window import StackBinner, Window
+    from sattui.ledger.window import StackBinner, Window
 
     k = TL().main(cpu=0.05).proc(201, "worker", 0.03, state="S")
     k.cards(dt=0.25, fn=lambda t: {"util": 100.0 if (t % 4.0) >= 3.5 - 1e-9 or (t % 4.0) < 1e-9 else 0.0})
@@ -560,7 +562,7 @@ def test_a_torn_stack_inside_a_wait_does_not_end_it():
     for middle, want in ((torn, [(0.0, 0.9)]), (whole, [(0.0, 0.05), (0.1, 0.9)])):
         spans = [span(0.0, State.DATA_WAIT, loader, root), middle, span(0.1, State.DATA_WAIT, loader, root),
                  span(0.9, State.FORWARD, Frame("Module._call_impl", "torch/nn/modules/module.py", 1), root)]
-        assert ledger._wait_runs(spans) == want
+        assert restarts.wait_runs(spans) == want
     # outside a wait it begins nothing (it is not a data wait)
-    assert ledger._wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
+    assert restarts.wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
                               span(0.3, State.FORWARD, root)]) == [(0.1, 0.3)]

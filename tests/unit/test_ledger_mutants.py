@@ -12,9 +12,9 @@ import math
 
 import pytest
 
-from sattui.advisor import ledger
 from sattui.advisor import rules_ledger as rl
-from sattui.advisor.ledger import CardLedger, JobLedger, RankLedger
+from sattui.ledger import bins as ledger
+from sattui.ledger.bins import CardLedger, JobLedger, RankLedger
 from tests.unit.test_advisor_kit import TL, ctx
 
 

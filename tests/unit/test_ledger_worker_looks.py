@@ -3,7 +3,7 @@ tell why an asleep worker sleeps, and keeps the CPUs' clock for busy-worker seco
 
 from __future__ import annotations
 
-from sattui.advisor import ledger
+from sattui.ledger import bins as ledger
 from sattui.model import Frame, WorkerStack
 from tests.unit.test_advisor_kit import TL, ctx
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sattui.advisor import ledger
+from sattui.ledger import bins as ledger
 from sattui.metrics.exposition import NodeCollector
 from sattui.metrics.node import NodeMetrics
 from sattui.metrics.server import parse_address

@@ -12,8 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sattui.advisor import Advisor
-from sattui.advisor import ledger as ledger_mod
-from sattui.advisor.window import StackBinner
+from sattui.ledger import bins as ledger_mod
+from sattui.ledger import causes as causes_table
+from sattui.ledger.window import StackBinner
 from sattui.metrics.advised import AdvisedMetrics
 from sattui.metrics.exposition import CARD_STATES, RANK_STATES, Renderer, rows
 from sattui.metrics.node import NodeMetrics
@@ -82,13 +83,13 @@ def test_a_fresh_session_starts_its_counters_at_0_and_leaves_unknown_gauges_out(
     assert all(samples == [] for k, (_, samples) in got.items() if k.startswith("DCGM_"))
     rank = {"host": "n1", "rank": "", "local_rank": "", "run_id": ""}
     assert series(got, "sattui_rank_state_seconds", **rank) == dict.fromkeys(COUNTED_NAMES, 0.0)
-    assert series(got, "sattui_rank_lost_seconds", **rank) == dict.fromkeys(ledger_mod.RANK_CAUSES, 0.0)
+    assert series(got, "sattui_rank_lost_seconds", **rank) == dict.fromkeys(causes_table.RANK_CAUSES, 0.0)
     assert series(got, "sattui_worker_cpu_seconds", **rank) == {"": 0.0}
     assert series(got, "sattui_dataloader_workers", **rank) == {"": 0.0}  # counted at the tick: none
     card = {"host": "n1", "card": "0", "uuid": "GPU-0", "vendor": "nvidia", "model": "NVIDIA H200"}
     assert series(got, "sattui_card_idle_seconds", **card) == dict.fromkeys(CARD_STATES, 0.0)
     assert "unknown" in CARD_STATES and set(COUNTED_NAMES) < set(CARD_STATES)
-    assert series(got, "sattui_card_idle_cause_seconds", **card) == dict.fromkeys(ledger_mod.CARD_CAUSES, 0.0)
+    assert series(got, "sattui_card_idle_cause_seconds", **card) == dict.fromkeys(causes_table.CARD_CAUSES, 0.0)
     assert series(got, "sattui_card_ledger_seconds", **card) == {"": 0.0}
     # The card has not been sampled yet: its gauges are unknown (memory total is from discovery).
     assert series(got, "sattui_card_memory_total_bytes", **card) == {"": 1000.0}
@@ -194,5 +195,5 @@ def test_the_zero_series_name_every_cause_the_ledger_gives():
         card_causes |= set(by_cause)
     _, by_cause = ledger_mod.card_piece_causes(0.5, {"forward": 1.0}, None)
     card_causes |= set(by_cause)
-    assert rank_causes <= set(ledger_mod.RANK_CAUSES), rank_causes - set(ledger_mod.RANK_CAUSES)
-    assert card_causes <= set(ledger_mod.CARD_CAUSES), card_causes - set(ledger_mod.CARD_CAUSES)
+    assert rank_causes <= set(causes_table.RANK_CAUSES), rank_causes - set(causes_table.RANK_CAUSES)
+    assert card_causes <= set(causes_table.CARD_CAUSES), card_causes - set(causes_table.CARD_CAUSES)

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from sattui.advisor import Advisor, ledger
+from sattui.advisor import Advisor
 from sattui.advisor.rules_host import cpu_frequency_low
 from sattui.advisor.rules_memory import MIB, memory_growth, steady_growth
 from sattui.advisor.verdict import cannot_judge
+from sattui.ledger import bins as ledger
 from tests.unit.test_advisor_kit import PID, TL, TOTAL, ctx
 
 GIB = 1 << 30

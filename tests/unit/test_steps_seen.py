@@ -1,4 +1,4 @@
-"""Steps seen from outside (sattui/advisor/steps.py) on hand-made main-thread spans, and
+"""Steps seen from outside (sattui/ledger/steps.py) on hand-made main-thread spans, and
 through the ledger to the report's ``trainer.ranks[]`` figures."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from sattui.advisor import ledger
-from sattui.advisor import steps as st
+from sattui.ledger import bins as ledger
+from sattui.ledger import steps as st
 from sattui.model import StackSample
 from sattui.report import add_ledger
 from tests.unit.test_advisor_kit import FRAMES, PID, TL, ctx

@@ -13,9 +13,9 @@ import pytest
 
 from sattui.advisor import rules_ledger as rl
 from sattui.advisor.intervals import batch_means as iv
-from sattui.advisor.ledger import WAIT_BINS_MAX, JobLedger, RankLedger
 from sattui.cluster.across_hosts import judge
 from sattui.cluster.source import HostData, JobData, RankData
+from sattui.ledger.bins import WAIT_BINS_MAX, JobLedger, RankLedger
 
 
 def _bins_ledger(waits: dict[int, list[float]]) -> JobLedger:

@@ -21,12 +21,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from sattui.advisor.context import AdvisorContext
 from sattui.model import CardSample, Event, ProcSample, StackSample
 from sattui.timeline import Timeline
 
 if TYPE_CHECKING:
-    from sattui.advisor.ledger import JobLedger
+    # Types only: the window reads the job's context (its cards, pid, stack rate) that the
+    # advisor above builds; at run time nothing here imports the advisor (the layers of
+    # pyproject.toml, which leave out imports for type checking).
+    from sattui.advisor.context import AdvisorContext
+    from sattui.ledger.bins import JobLedger
 
 # docs/rules.md ("How rules are evaluated"), minimum evidence for the window's own rules: ≥ 10 s
 # of card samples and ≥ 60 main-thread stack samples (at the sampling rate; spans count as
@@ -387,7 +390,7 @@ class Window:
         # and computed once.
         self.like = like
         self._stacks: dict[int, StackStats | None] = {}
-        # The time ledger over this window (sattui/advisor/ledger.py), set by the Advisor.
+        # The time ledger over this window (sattui/ledger/bins.py), set by the Advisor.
         self.ledger: JobLedger | None = None
 
     @property

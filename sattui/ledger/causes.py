@@ -2,7 +2,7 @@
 the views and the exporter.
 
 A rank's lost second, and a card's idle one, is given one of these causes by the time
-ledger (sattui/advisor/ledger.py); a rule names it (its id in docs/rules.md and
+ledger (sattui/ledger/bins.py); a rule names it (its id in docs/rules.md and
 CONTRACT.md, where the cause has one); the words are what a screen or a headline says of
 it; the fix is the rule's advice where it does not depend on the evidence (the rules add
 what does: the number of workers to try, the phase, the rank).
@@ -94,32 +94,43 @@ class Cause:
     passes: bool = False
 
 
+# The ids (the ledger's keys, the exporter's ``cause`` label): every reader names a cause by
+# these, never by a bare string. Most equal the id of the rule that names the cause (the
+# table's ``rule``); where a rule is meant, its rule id is written, not the cause's.
 # Workers busy computing: worker_cpu_bound, or too_few_workers where cores were free; the
 # rules decide over the window (from the free cores kept in the detail), not bin by bin.
 WORKER_BUSY = "worker_busy"
-IDLE = "idle"
-UNKNOWN = "unknown"
+WORKER_IO = "worker_io_bound"
+WORKER_RESPAWN = "worker_respawn"
+CPU_CONTENTION = "cpu_contention"
+INPUT_BOUND = "input_bound"
+MAIN_PROCESS_LOADING = "main_process_loading"
 PERIODIC_STALL = "periodic_stall"
 STRAGGLER = "straggler"
+COMM_BOUND = "comm_bound"
+HOST_SYNC_STALL = "host_sync_stall"
+IDLE = "idle"
+HOST_OVERHEAD = "host_overhead_bound"
+UNKNOWN = "unknown"
 
 CAUSES: tuple[Cause, ...] = (
     Cause(WORKER_BUSY, "data wait, workers busy computing", "worker_cpu_bound", data_wait=True, input_pipeline=True,
           fix=FIX_WORKER_CPU),
-    Cause("worker_io_bound", "data wait, workers reading or waiting on their data source", "worker_io_bound",
+    Cause(WORKER_IO, "data wait, workers reading or waiting on their data source", "worker_io_bound",
           data_wait=True, input_pipeline=True, fix=FIX_WORKER_IO),
-    Cause("worker_respawn", "data wait while DataLoader workers restart", "worker_respawn", data_wait=True,
+    Cause(WORKER_RESPAWN, "data wait while DataLoader workers restart", "worker_respawn", data_wait=True,
           input_pipeline=True, fix=FIX_RESPAWN),
-    Cause("cpu_contention", "waiting for a CPU (other processes on its cores)", "cpu_contention", data_wait=True,
+    Cause(CPU_CONTENTION, "waiting for a CPU (other processes on its cores)", "cpu_contention", data_wait=True,
           fix=FIX_CONTENTION),
-    Cause("input_bound", "data wait", "input_bound", data_wait=True, input_pipeline=True, fix=FIX_INPUT),
-    Cause("main_process_loading", "loading data on the training thread", "main_process_loading",
+    Cause(INPUT_BOUND, "data wait", "input_bound", data_wait=True, input_pipeline=True, fix=FIX_INPUT),
+    Cause(MAIN_PROCESS_LOADING, "loading data on the training thread", "main_process_loading",
           input_pipeline=True, fix=FIX_INLINE.replace("{S}", "a few")),
     Cause(PERIODIC_STALL, "checkpoint/eval/logging", "periodic_stall", passes=True),
     Cause(STRAGGLER, "waiting for another rank", "straggler"),
-    Cause("comm_bound", "collectives (communication)", "comm_bound", fix=FIX_COMM),
-    Cause("host_sync_stall", "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
+    Cause(COMM_BOUND, "collectives (communication)", "comm_bound", fix=FIX_COMM),
+    Cause(HOST_SYNC_STALL, "waiting for the device (host sync)", "host_sync_stall", fix=FIX_SYNC),
     Cause(IDLE, "sleeping, or waiting on something unknown", None),
-    Cause("host_overhead_bound", "launch / host overhead (the rank computes)", "host_overhead_bound",
+    Cause(HOST_OVERHEAD, "launch / host overhead (the rank computes)", "host_overhead_bound",
           fix=FIX_OVERHEAD, on_card_only=True),
     Cause(UNKNOWN, "unknown (no stacks)", "starved_unattributed", on_card_only=True),
 )

@@ -17,7 +17,7 @@ ledger accounts for each of those seconds, one-second bin by bin:
     its fetch loop; the rank's wait in that stretch, less what a batch usually takes to
     show up, is ``worker_respawn`` (by timing, whatever the workers do meanwhile: imports,
     a ``worker_init_fn``, a sleep), and so is a wait with no live worker at all where the
-    rank had some (see :class:`_Start`). Workers asleep while the main
+    rank had some (see :class:`~sattui.ledger.restarts.Start`). Workers asleep while the main
     thread waits for a batch are waiting on their data source (``worker_io_bound``,
     latency) — unless their own stacks say they sit idle, waiting for their next index:
     the batch was ready, and the loop's wait is its own (receiving the batch:
@@ -53,33 +53,28 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sattui.advisor import steps as step_seen
-from sattui.advisor.causes import CARD_CAUSES, DATA_CAUSES, IDLE, RANK_CAUSES, UNKNOWN, WORKER_BUSY  # noqa: F401
-from sattui.advisor.window import SPAN_LOOKBACK_S, Window, bisect_t
+from sattui.ledger import steps as step_seen
+from sattui.ledger.causes import (
+    COMM_BOUND,
+    CPU_CONTENTION,
+    HOST_OVERHEAD,
+    HOST_SYNC_STALL,
+    IDLE,
+    INPUT_BOUND,
+    MAIN_PROCESS_LOADING,
+    PERIODIC_STALL,
+    STRAGGLER,
+    UNKNOWN,
+    WORKER_BUSY,
+    WORKER_IO,
+    WORKER_RESPAWN,
+)
+from sattui.ledger.restarts import MAX_START_S, RHYTHM_LOOKBACK_S, Start, find_starts, generations
+from sattui.ledger.window import SPAN_LOOKBACK_S, Window, bisect_t
 from sattui.model import ProcSample
 from sattui.states import State
 
 BIN_S = 1.0
-# Workers born within this of the one before are one generation (a loader starts its
-# workers one after the other; spawn's take tens of ms each).
-GENERATION_GAP_S = 1.0
-# How long batches usually take to show up while the main thread waits: its waits' lengths
-# (from the first sighting in the wait to the first sighting out of it) over this look-back,
-# this quantile of them, once there are MIN_WAITS. A generation's start counts as a restart
-# only where it is longer than that: a forked worker is in its fetch loop within
-# milliseconds, and the first batch it serves is the data's wait, not the restart's (with
-# compute steps shorter than the sampling period, "out of the wait" is seen late at
-# random: the quantile holds that noise too). With fewer waits seen the usual wait is not
-# known, and no start counts by timing: a bin is computed once, and a trainer slowed at
-# start-up reaches its first restart after two or three waits (read as "no wait at all",
-# every start was a restart: the io_bound demo on a loaded box read worker_respawn 3-6 %,
-# all of it from a first restart seen after three or four waits).
-RHYTHM_LOOKBACK_S = 30.0
-RHYTHM_QUANTILE = 0.9
-MIN_WAITS = 5
-# A start not seen to end after this long is not followed further (an hour-long "start"
-# is a loader that does not restart; its wait is classed by the workers' figures).
-MAX_START_S = 60.0
 LOOP_STATES = ("idle", "fetch_wait", "fetch_compute")  # a worker's stack in its fetch loop
 # The main thread waiting this share of a bin for a CPU is contended.
 CONTENDED_RUN_DELAY = 0.25
@@ -97,7 +92,7 @@ WAIT_BINS_MAX = 2048
 # A ledger built afresh (not by the LedgerBook, whose StepTracker carries each rank's
 # chain from one stretch to the next) finds steps in the spans from this long before a
 # stretch of bins, so the step that ends in its first bin has its start
-# (sattui/advisor/steps.py): first the short look, and the long one only when a step seen
+# (sattui/ledger/steps.py): first the short look, and the long one only when a step seen
 # in the stretch began before the short one reaches.
 STEP_LOOKBACK_S = 15.0
 STEP_LOOKBACK_SHORT_S = 3.0
@@ -117,7 +112,7 @@ _SYNC_STATES = frozenset((State.SYNC, State.H2D_COPY))
 _PHASES = frozenset(PHASES)
 _COMPUTE = frozenset(COMPUTE)
 
-# Causes of lost time: one table, sattui/advisor/causes.py.
+# Causes of lost time: one table, sattui/ledger/causes.py.
 NOT_LOST = "compute"
 
 
@@ -162,7 +157,7 @@ class RankLedger:
     causes_s: dict[str, float] = field(default_factory=dict)
     # cause -> what it was made of: the phases of a periodic stall, worker classes …
     detail: dict[str, dict[str, float]] = field(default_factory=dict)
-    # Steps seen from outside (sattui/advisor/steps.py): how many began, and a histogram
+    # Steps seen from outside (sattui/ledger/steps.py): how many began, and a histogram
     # of their lengths (bucket -> count).
     steps: int = 0
     step_hist: dict[int, int] = field(default_factory=dict)
@@ -447,7 +442,7 @@ def classify_worker(s: ProcSample) -> dict[str, float]:
     runnable but waiting for one (its run delay), and the rest blocked on I/O (state D, or
     reading ≥ 1 MB/s) or asleep. Whether it was still starting is not its figures' to say
     (a sleeping ``worker_init_fn`` looks like a worker waiting on its data): the timing of
-    its generation says that (:class:`_Start`)."""
+    its generation says that (:class:`~sattui.ledger.restarts.Start`)."""
     # (min/max written out as comparisons, with their results, NaN included: 20,000
     # workers' bins an hour)
     cpu = s.cpu or 0.0
@@ -460,118 +455,6 @@ def classify_worker(s: ProcSample) -> dict[str, float]:
     rest = 1.0 - cpu - rd
     reading = s.state == "D" or (s.read_Bps is not None and s.read_Bps >= WORKER_READING_BPS)
     return {"cpu": cpu, "contended": rd, "io" if reading else "waiting": rest}
-
-
-@dataclass
-class _Start:
-    """One worker generation's start, by timing: from the birth of its first worker
-    (``born``, /proc's start time) until the first batch is seen to reach the main thread
-    (its first stack out of the data wait after the birth) or one of its workers is seen
-    in its fetch loop (a worker_stack look), whichever comes first (``ended``; None: not
-    seen yet). The rank's wait over ``[born, counted_to)`` is the restart's: the start
-    less what a batch usually takes to show up (:func:`_usual_wait_s`); none of it
-    (``counted_to == born``) while that is not known."""
-
-    born: float
-    ended: float | None
-    counted_to: float
-
-    @property
-    def seen_s(self) -> float | None:
-        """Birth to first batch (or loop), as seen: the generation's start time."""
-        return None if self.ended is None else self.ended - self.born
-
-
-def _torn_in_loader(span: Any) -> bool:
-    """A stack py-spy read without its outer frames (nonblocking, it can catch the
-    interpreter mid-call) whose outermost frame left is the DataLoader's own code: no
-    main thread starts there, so the sample is inside the loader's machinery."""
-    frames: Sequence[Any] = getattr(span, "frames", None) or ()
-    return bool(frames) and "torch/utils/data/" in frames[-1].filename.replace("\\", "/")
-
-
-def _wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
-    """The main thread's data waits as seen: ``(first sighting in the wait, first
-    sighting out of it)`` for each run of data_wait spans that ends in another state (a
-    sample without a stack says nothing: it neither ends a wait nor begins one; nor does
-    a torn one inside the loader ends it — a lone ``RandomSampler.__iter__`` in the
-    loader's restart, read as ``other``, ended two of 22 restarts a few ms after their
-    birth, and their whole start went to the workers' figures)."""
-    out: list[tuple[float, float]] = []
-    began: float | None = None
-    wait, startup = _DATA_WAIT, _STARTUP
-    for s in spans:
-        st = s.state
-        if st is None or (began is not None and st != wait and _torn_in_loader(s)):
-            continue
-        if st == startup:
-            began = None
-            continue
-        if st == wait:
-            if began is None:
-                began = s.t
-        elif began is not None:
-            out.append((began, s.t))
-            began = None
-    return out
-
-
-def _usual_wait_s(runs: Sequence[tuple[float, float]], births: Sequence[float]) -> float | None:
-    """How long the rank's batches usually take to show up: the RHYTHM_QUANTILE of its
-    waits' lengths, each generation's start left out (the first wait to end after its
-    birth; None with fewer than MIN_WAITS waits: nothing to go by)."""
-    leaves = [z for _a, z in runs]
-    starts = {bisect.bisect_right(leaves, tb) for tb in births}
-    lengths = sorted(z - a for i, (a, z) in enumerate(runs) if i not in starts)
-    if len(lengths) < MIN_WAITS:
-        return None
-    return lengths[min(len(lengths) - 1, int(RHYTHM_QUANTILE * len(lengths)))]
-
-
-def generations(births: dict[int, float]) -> list[tuple[float, list[int]]]:
-    """Workers grouped by birth (``pid -> born``): ``(first birth, pids)`` oldest first; a
-    worker born within GENERATION_GAP_S of the one before joins its generation."""
-    out: list[tuple[float, list[int]]] = []
-    last = -math.inf
-    for pid, t in sorted(births.items(), key=lambda kv: kv[1]):
-        if not math.isfinite(t):
-            continue
-        if out and t - last <= GENERATION_GAP_S:
-            out[-1][1].append(pid)
-        else:
-            out.append((t, [pid]))
-        last = t
-    return out
-
-
-def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: dict[int, float],
-                known_to: float) -> list[_Start]:
-    """Each worker generation's start after the first (the first is the job's start-up,
-    not a restart), from the main thread's ``spans`` (time order) and the workers' first
-    sightings in their fetch loop; ``known_to``: how far the spans are known (a start not
-    seen to end by then counts up to there)."""
-    gens = generations(births)
-    if len(gens) < 2:
-        return []
-    runs = _wait_runs(spans)
-    usual = _usual_wait_s(runs, [g[0] for g in gens])
-    leaves = [z for _a, z in runs]
-    out = []
-    for born, pids in gens[1:]:
-        ends = [t for t in (in_loop_from.get(p) for p in pids) if t is not None and t > born]
-        i = bisect.bisect_right(leaves, born)
-        if i < len(leaves):
-            ends.append(leaves[i])
-        ended = min(ends) if ends else None
-        if ended is not None and ended - born > MAX_START_S:
-            ended = None
-        if usual is None:
-            # seen (the evidence's restarts and start time), but not told from a batch's wait
-            out.append(_Start(born, ended, born))
-            continue
-        to = ended if ended is not None else min(known_to, born + MAX_START_S)
-        out.append(_Start(born, ended, max(born, to - usual)))
-    return out
 
 
 class _RankInputs:
@@ -617,7 +500,7 @@ class _RankInputs:
         self.starts = sorted(births.values())
         # The generations' starts that reach this stretch (born before its end, after the
         # longest start before it), by timing against the main thread's own spans.
-        self.restarts: list[_Start] = []
+        self.restarts: list[Start] = []
         if any(t0 - MAX_START_S <= born < t1 for born, _pids in generations(births)[1:]):
             spans = w.timeline.window("stack", pid, t0 - MAX_START_S - RHYTHM_LOOKBACK_S, t1 + MAX_START_S)
             known_to = spans[-1].t + spans[-1].dur if spans else t1
@@ -629,7 +512,7 @@ class _RankInputs:
         a, z = b * BIN_S, (b + 1) * BIN_S
         return sum(max(0.0, min(z, s.counted_to) - max(a, s.born)) for s in self.restarts)
 
-    def restarts_ending_in(self, b: int) -> list[_Start]:
+    def restarts_ending_in(self, b: int) -> list[Start]:
         """The starts seen to end in bin ``b`` (each counted once, in its last bin)."""
         a, z = b * BIN_S, (b + 1) * BIN_S
         return [s for s in self.restarts if s.ended is not None and a <= s.ended < z]
@@ -692,11 +575,11 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
     """How a bin's data wait splits over causes (weights summing to 1; none at all for
     the loader shutting its workers down at the end of the run)."""
     if workers is None:
-        return {"input_bound": 1.0}  # no figures for this bin: the cause is not narrowed
+        return {INPUT_BOUND: 1.0}  # no figures for this bin: the cause is not narrowed
     if not workers:
         if to_come is None:
-            return {"input_bound": 1.0}
-        return {"worker_respawn": 1.0} if to_come else {}
+            return {INPUT_BOUND: 1.0}
+        return {WORKER_RESPAWN: 1.0} if to_come else {}
     kinds: dict[str, float] = {}
     for wv in workers:
         for k, v in wv.parts.items():
@@ -711,11 +594,11 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
             # hand-over itself (receiving the batch from the worker's queue).
             delay = main.run_delay if main is not None else None
             if delay is not None and delay >= CONTENDED_RUN_DELAY:
-                return {"cpu_contention": 1.0}
-            return {"input_bound": 1.0}
+                return {CPU_CONTENTION: 1.0}
+            return {INPUT_BOUND: 1.0}
         # Every worker asleep while the main thread waits for a batch: they wait on
         # their data source (a remote read, a lock, a sleep in the Dataset).
-        return {"worker_io_bound": 1.0}
+        return {WORKER_IO: 1.0}
     n = sum(active.values())
     out: dict[str, float] = {}
     for k, v in active.items():
@@ -725,7 +608,7 @@ def _data_causes(workers: list[_WorkerView] | None, to_come: bool | None,
 
 
 # What a worker's part of a bin says about the data wait beside it.
-_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": "worker_io_bound", "contended": "cpu_contention"}
+_WORKER_CAUSE = {"cpu": WORKER_BUSY, "io": WORKER_IO, "contended": CPU_CONTENTION}
 
 
 def _tree_cores(w: Window, lo: float, hi: float, interval: float) -> Callable[[int], float]:
@@ -753,13 +636,13 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
     if state == _DATA_WAIT:
         return _data_causes(workers, to_come, free_cores, workers_idle, main)
     if state == _DATA_INLINE:
-        return {"main_process_loading": 1.0}
+        return {MAIN_PROCESS_LOADING: 1.0}
     if state in _PHASES:
-        return {"periodic_stall": 1.0}
+        return {PERIODIC_STALL: 1.0}
     if state == _COLLECTIVE:
-        return {"straggler" if multi_rank else "comm_bound": 1.0}
+        return {STRAGGLER if multi_rank else COMM_BOUND: 1.0}
     if state in _SYNC_STATES:
-        return {"host_sync_stall": 1.0}
+        return {HOST_SYNC_STALL: 1.0}
     if state == _IDLE:
         return {IDLE: 1.0}
     main_cpu = main.cpu_main if main is not None else None
@@ -767,9 +650,9 @@ def state_causes(state: str, main: ProcSample | None, workers: list[_WorkerView]
     if (state == _BACKWARD and multi_rank and not gpu_job and main_cpu is not None
             and main_cpu < WAITING_MAIN_CORES):
         # DDP's all-reduce waits inside backward(): the thread is there but not computing.
-        return {"straggler": 1.0 - main_cpu}
+        return {STRAGGLER: 1.0 - main_cpu}
     if state in _COMPUTE and run_delay is not None and run_delay >= CONTENDED_RUN_DELAY:
-        return {"cpu_contention": min(1.0, run_delay)}
+        return {CPU_CONTENTION: min(1.0, run_delay)}
     return {}
 
 
@@ -791,8 +674,8 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
         frac = state_causes(st, main, workers, to_come, free_cores, multi_rank, gpu_job, workers_idle)
         if st == _DATA_WAIT and starting_s > 0:
             restart = starting_s / secs if starting_s < secs else 1.0
-            frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != "worker_respawn"} | {
-                "worker_respawn": restart + (1.0 - restart) * frac.get("worker_respawn", 0.0)}
+            frac = {k: v * (1.0 - restart) for k, v in frac.items() if k != WORKER_RESPAWN} | {
+                WORKER_RESPAWN: restart + (1.0 - restart) * frac.get(WORKER_RESPAWN, 0.0)}
         split[st] = frac
         for cause, f in frac.items():
             lost = secs * f
@@ -800,11 +683,11 @@ def rank_bin_causes(states: dict[str, float], main: ProcSample | None, workers: 
             if cause == WORKER_BUSY and free_cores is not None:
                 _add(detail.setdefault(cause, {}), "free_core_s", lost * max(0.0, free_cores))
                 _add(detail.setdefault(cause, {}), "known_s", lost)
-            if cause == "periodic_stall" or st == _DATA_WAIT:
+            if cause == PERIODIC_STALL or st == _DATA_WAIT:
                 _add(detail.setdefault(cause, {}), st, lost)
-            elif cause == "straggler" and st == _BACKWARD:
+            elif cause == STRAGGLER and st == _BACKWARD:
                 _add(detail.setdefault(cause, {}), "backward_waiting", lost)
-            elif cause == "cpu_contention":
+            elif cause == CPU_CONTENTION:
                 _add(detail.setdefault(cause, {}), "main_thread", lost)
     return causes, detail, split
 
@@ -872,7 +755,7 @@ def card_piece_causes(idle_s: float, states: dict[str, float],
             # Not busy while the rank works is host overhead; while it waits but loses no
             # time of its own (the loader shutting its workers down at the end) the card
             # has no work either.
-            own = IDLE if st in _STARVING else "host_overhead_bound"
+            own = IDLE if st in _STARVING else HOST_OVERHEAD
             by_cause[own] = by_cause.get(own, 0.0) + v
     return by_state, by_cause
 
@@ -979,7 +862,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             for rs in ri.restarts_ending_in(b):
                 # each restart once, in the bin its start is seen to end: the evidence's
                 # start time per epoch
-                det = detail.setdefault("worker_respawn", {})
+                det = detail.setdefault(WORKER_RESPAWN, {})
                 det["restarts"] = det.get("restarts", 0.0) + 1.0
                 det["start_s"] = det.get("start_s", 0.0) + (rs.seen_s or 0.0)
             busy = causes.get(WORKER_BUSY, 0.0)
@@ -991,7 +874,7 @@ def build_bins(w: Window, lo: float, hi: float, structure: Window | None = None,
             found = steps[pid].get(b)
             n_steps, hist, seen = (0, {}, {}) if found is None else found
             wall = sum(counted.values())
-            waits = {b: (wall, causes.get("straggler", 0.0))} if multi else {}
+            waits = {b: (wall, causes.get(STRAGGLER, 0.0))} if multi else {}
             job_at(b).ranks[pid] = RankLedger(pid, ri.rank, wall, counted, causes, detail, n_steps, hist, seen, waits)
             rank_bins.setdefault(pid, {})[b] = split
     for c in sw.job_cards:
@@ -1059,7 +942,7 @@ class LedgerBook:
         # two minutes of bins every evaluation.
         self._win: JobLedger | None = None
         self._win_lo = self._win_hi = 0
-        # Each rank's steps, found as its spans settle (sattui/advisor/steps.py).
+        # Each rank's steps, found as its spans settle (sattui/ledger/steps.py).
         self._steps: dict[int, step_seen.StepTracker] = {}
 
     def update(self, w: Window, wl: Window, settled_t: float) -> None:
