@@ -33,7 +33,7 @@ from sattui.screens.card import CardScreen
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
 from sattui.screens.sattui_screen import SattuiScreen
-from sattui.screens.stacks import StacksScreen
+from sattui.screens.stack_top import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import strip_css
 from sattui.textsafe import clean

@@ -125,7 +125,7 @@ def screen_keys(app: App[object]) -> list[tuple[str, list[KeyLine]]]:
     """Every screen's keys, read from the bindings of the app and of each screen class."""
     from sattui.screens.card import CardScreen, DipList
     from sattui.screens.main import MainScreen
-    from sattui.screens.stacks import StacksScreen
+    from sattui.screens.stack_top import StacksScreen
 
     everywhere = [*type(app).BINDINGS, *SubScreen.BINDINGS]
     if app.ENABLE_COMMAND_PALETTE:

@@ -14,7 +14,7 @@ from sattui.app import ZOOMS_S, SattuiApp, connect
 from sattui.screens.card import CardScreen
 from sattui.screens.help import HelpScreen
 from sattui.screens.main import MainScreen
-from sattui.screens.stacks import StacksScreen
+from sattui.screens.stack_top import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.states import State
 from sattui.view.lines import BLOCKS, DOTS

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from sattui.app import SattuiApp
 from sattui.screens.card import CardScreen
-from sattui.screens.stacks import StacksScreen
+from sattui.screens.stack_top import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.session import ReplaySession
 from tests.functional.conftest import CURSOR, FIXTURE

@@ -9,7 +9,7 @@ from pathlib import Path
 from sattui.app import SattuiApp
 from sattui.screens.card import CardScreen, DipList
 from sattui.screens.main import MainScreen
-from sattui.screens.stacks import StacksScreen
+from sattui.screens.stack_top import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from sattui.session import ReplaySession
 from sattui.view.binning import Axis

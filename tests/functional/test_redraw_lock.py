@@ -11,7 +11,7 @@ from sattui.app import SattuiApp
 from sattui.recording import RecordingReader
 from sattui.screens.card import CardScreen
 from sattui.screens.main import MainScreen
-from sattui.screens.stacks import StacksScreen
+from sattui.screens.stack_top import StacksScreen
 from sattui.screens.workers import WorkersScreen
 from tests.functional.conftest import FIXTURE, header_text, replay, settle
 from tests.functional.doubles import FrozenLive
