@@ -53,15 +53,23 @@ class ProcSample:
     # On the first sample of a process born since the previous tick: when it started (on
     # this clock). Its figures are then over its own life, not the whole interval.
     started_t: float | None = None
+    # The trainer's processes (roles main and rank) only: their start-up environment's
+    # LOCAL_RANK, WORLD_SIZE and TORCHELASTIC_RUN_ID (the exporter's labels come from here).
+    local_rank: int | None = None
+    world_size: int | None = None
+    run_id: str | None = None
 
     kind = "proc"
 
     def to_record(self) -> dict[str, Any]:
         rec = {"kind": "proc", **asdict(self)}
-        for k in ("nspid", "cpu_main", "run_delay", "uss", "started_t"):  # optional fields: left out when unknown
+        for k in _PROC_OPTIONAL:  # optional fields: left out when unknown
             if rec[k] is None:
                 del rec[k]
         return rec
+
+
+_PROC_OPTIONAL = ("nspid", "cpu_main", "run_delay", "uss", "started_t", "local_rank", "world_size", "run_id")
 
 
 @dataclass(slots=True)

@@ -46,9 +46,8 @@ class ScriptedNode:
         self.cards = cards or []
         # the node advisor's standing findings (finding records: rule, severity, impact, card, rank)
         self.findings = findings or []
-        envs = {1000 + r.rank: {"RANK": str(r.rank), "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": run_id,
-                                "WORLD_SIZE": "2"} for r in ranks}
-        self.node = NodeMetrics(host, read_env=lambda pid: envs.get(pid, {}))
+        self.run_id = run_id
+        self.node = NodeMetrics(host)
         self.node.set_header({"backend": "nvml" if self.cards else None, "env": {},
                               "labels": {"slurm_job_id": slurm_job or ""},
                               "cards": [{"card": c.card, "vendor": c.vendor, "name": c.model,
@@ -67,7 +66,9 @@ class ScriptedNode:
         t = float(self.t)
         recs: list[dict] = []
         for r in self.ranks:
-            recs.append({"kind": "proc", "t": t, "pid": 1000 + r.rank, "role": "rank", "rank": r.rank, "cpu": 0.5})
+            # the engine's rank records carry the start-up environment's labels
+            recs.append({"kind": "proc", "t": t, "pid": 1000 + r.rank, "role": "rank", "rank": r.rank, "cpu": 0.5,
+                         "local_rank": 0, "world_size": 2, "run_id": self.run_id})
             for w in range(r.workers):
                 recs.append({"kind": "proc", "t": t, "pid": 5000 + 10 * r.rank + w, "role": "worker",
                              "rank": r.rank, "cpu": r.worker_cpu})

@@ -11,8 +11,9 @@ ledger's newly settled one-second bins after each advisor evaluation, and
 HTTP thread) takes a :meth:`snapshot` under the lock; nothing is computed then.
 
 Labels: ``rank`` / ``local_rank`` / ``run_id`` come from each rank's start-up
-environment through the allow-list (sattui/trainer/env.py: ``RANK``, ``LOCAL_RANK``,
-``TORCHELASTIC_RUN_ID``), read once per process; a single-process trainer has empty
+environment (``RANK``, ``LOCAL_RANK``, ``TORCHELASTIC_RUN_ID``), which the engine reads
+through its allow-list and writes in the trainer's ``proc`` records (``rank``,
+``local_rank``, ``run_id``; the exporter reads no process itself); a single-process trainer has empty
 ``rank`` and ``local_rank`` (docs/cluster.md, "One sattui per node"). ``slurm_job_id`` /
 ``pod`` / ``namespace``, on every series, are the trainer's (the header's ``job``,
 sattui/trainer/identity.py).
@@ -22,18 +23,16 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.job import JobIdentity
-from sattui.trainer.env import read_allowed_env
 
 # A worker whose pid has not been seen for this long has exited; its last tick no longer
 # counts as live (ticks are ~1 s apart).
 WORKER_STALE_S = 3.0
 TRAINER_ROLES = ("main", "rank")
-ENV_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -86,19 +85,16 @@ class NodeMetrics:
     """The node's published facts. Thread-safe: fed by the sampling thread, read by the
     exporter's HTTP thread."""
 
-    def __init__(self, host: str | None = None, *,
-                 read_env: Callable[[int], dict[str, str] | None] = read_allowed_env) -> None:
+    def __init__(self, host: str | None = None) -> None:
         from sattui import __version__
 
         self.host = host or default_host()
         self.version = __version__
         self.backend: str | None = None
-        self._read_env = read_env
         self._lock = threading.Lock()
         self._cards: dict[int, CardState] = {}
         self._ranks: dict[RankLabels, RankState] = {}
         self._pid_labels: dict[int, RankLabels] = {}
-        self._env_retries: dict[int, int] = {}
         self._worker_last: dict[int, tuple[float, int | None]] = {}  # pid -> (t, rank)
         self._findings: list[dict[str, Any]] = []
         self._ledger_done: int | None = None
@@ -126,7 +122,7 @@ class NodeMetrics:
             for r in records:
                 if r.get("kind") == "proc" and r.get("role") in TRAINER_ROLES and isinstance(r.get("pid"), int):
                     rank = r.get("rank") if isinstance(r.get("rank"), int) else None
-                    self._rank(self._labels_for(r["pid"], rank))
+                    self._rank(self._labels_for(r["pid"], rank, r))
             t_last = None
             for r in records:
                 kind = r.get("kind")
@@ -246,36 +242,29 @@ class NodeMetrics:
             rs = self._ranks[labels] = RankState(labels)
         return rs
 
-    def _labels_for(self, pid: int, rank: int | None) -> RankLabels:
+    def _labels_for(self, pid: int, rank: int | None, rec: dict[str, Any] | None = None) -> RankLabels:
+        """A trainer process's labels, from its ``proc`` records (the engine read its
+        start-up environment: ``local_rank``, ``world_size``, ``run_id``); without a record
+        (a ledger bin), what its records said last."""
         got = self._pid_labels.get(pid)
-        if got is not None and (rank is None or got.rank == str(rank)) and pid not in self._env_retries:
+        if rec is None and got is not None:
             return got
-        raw = self._read_env(pid)
-        env = raw or {}
-        # A process seen between fork and exec still shows its parent's environment: a rank
-        # without its LOCAL_RANK is read again on the next ticks (a few times, then kept).
-        if (raw is None or (rank is not None and "LOCAL_RANK" not in env)) and \
-                self._env_retries.get(pid, 0) < ENV_RETRIES:
-            self._env_retries[pid] = self._env_retries.get(pid, 0) + 1
+        main_run_id = self._main_env.get("TORCHELASTIC_RUN_ID", "")
+        if rec is None:
+            labels = RankLabels("" if rank is None else str(rank), "", main_run_id)
         else:
-            self._env_retries.pop(pid, None)
-        run_id = env.get("TORCHELASTIC_RUN_ID") or self._main_env.get("TORCHELASTIC_RUN_ID", "")
-        if rank is None and "RANK" in env:
-            try:
-                rank = int(env["RANK"])
-            except ValueError:
-                rank = None
-        local = env.get("LOCAL_RANK", "") if rank is not None else ""
-        try:
-            self.world_size = max(self.world_size or 0, int(env["WORLD_SIZE"])) if "WORLD_SIZE" in env else \
-                self.world_size
-        except ValueError:
-            pass
-        labels = RankLabels("" if rank is None else str(rank), local, run_id)
+            local, world, run_id = rec.get("local_rank"), rec.get("world_size"), rec.get("run_id")
+            if isinstance(world, int):
+                self.world_size = max(self.world_size or 0, world)
+            labels = RankLabels("" if rank is None else str(rank),
+                                str(local) if isinstance(local, int) and rank is not None else "",
+                                run_id if isinstance(run_id, str) and run_id else main_run_id)
+        if got == labels:
+            return got
         self._pid_labels[pid] = labels
-        old = self._ranks.get(got) if got is not None and got != labels else None
+        old = self._ranks.get(got) if got is not None else None
         if old is not None and not (old.states_s or old.causes_s or old.worker_cpu_s):
-            del self._ranks[old.labels]  # labels read too early: no series of its own
+            del self._ranks[old.labels]  # labels known too early: no series of its own
         return labels
 
     def _labels_for_rank(self, rank: int | None) -> RankLabels:

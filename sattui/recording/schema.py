@@ -104,7 +104,8 @@ _FIELDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "name": (_STR, False), "cpu": (_NUM, False), "state": (_STR, False), "rss": (_INT, False),
         "read_Bps": (_NUM, False), "write_Bps": (_NUM, False), "threads": (_INT, False), "nspid": (_INT, False),
         "cpu_main": (_NUM, False), "run_delay": (_NUM, False), "uss": (_INT, False),
-        "started_t": (_NUM, False),
+        "started_t": (_NUM, False), "local_rank": (_INT, False), "world_size": (_INT, False),
+        "run_id": (_STR, False),
     },
     "host": {
         "cpu_busy": (_NUM, False), "cpu_steal": (_NUM, False), "cpus": (_INT, False), "cg_version": (_INT, False),

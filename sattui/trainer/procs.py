@@ -309,6 +309,17 @@ def env_rank_of(env: dict[str, str] | None) -> str | None:
     return None
 
 
+def _env_int(env: dict[str, str] | None, var: str) -> int | None:
+    try:
+        return int(env[var]) if env and var in env else None
+    except ValueError:
+        return None
+
+
+def _env_labels(m: _Member) -> dict[str, Any]:
+    return {"local_rank": m.env_local_rank, "world_size": m.env_world_size, "run_id": m.env_run_id}
+
+
 def rank_from_env(env: dict[str, str] | None) -> int | None:
     raw = env_rank_of(env)
     if raw is None:
@@ -427,6 +438,10 @@ class _Member:
     owner: int | None = None  # pin threads: the owning pid
     children: list[int] = field(default_factory=list)
     cmdline_raw: bytes | None = None
+    # the start-up environment's LOCAL_RANK, WORLD_SIZE, TORCHELASTIC_RUN_ID (None: unset)
+    env_local_rank: int | None = None
+    env_world_size: int | None = None
+    env_run_id: str | None = None
 
 
 class ProcessTree:
@@ -851,6 +866,8 @@ class ProcessTree:
         m.cmdline_raw, m.cmdline = got
         env = read_allowed_env(m.pid)
         m.env_rank = env_rank_of(env)
+        m.env_local_rank, m.env_world_size = _env_int(env, "LOCAL_RANK"), _env_int(env, "WORLD_SIZE")
+        m.env_run_id = (env or {}).get("TORCHELASTIC_RUN_ID") or None
 
     def _classify(self, m: _Member, st: _Stat) -> None:
         m.name = st.comm
@@ -927,7 +944,8 @@ class ProcessTree:
                           cpu=cpu, state=st.state, rss=st.rss, read_Bps=rd, write_Bps=wr,
                           nspid=m.nspid, threads=st.threads, cpu_main=cpu_main, run_delay=run_delay,
                           uss=self._uss(m, mono) if m.role == "worker" else None,
-                          started_t=round(started_t, 3) if started_t is not None else None)
+                          started_t=round(started_t, 3) if started_t is not None else None,
+                          **(_env_labels(m) if m.role in ("main", "rank") else {}))
 
     def _uss(self, m: _Member, mono: float) -> int | None:
         """A worker's USS when its read is due (else None), each read within the budget."""

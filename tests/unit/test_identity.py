@@ -19,7 +19,7 @@ from sattui.cluster.source import JobReader
 from sattui.metrics.node import NodeMetrics
 from sattui.report import job_text
 from sattui.trainer.identity import JobIdentity, identity_of, pod_uid_from_cgroup, read_identity, slurm_job_from_cgroup
-from tests.unit.test_metrics_exporter import HEADER, no_env, one, scrape
+from tests.unit.test_metrics_exporter import HEADER, one, scrape
 
 # sustainable-computing-io/kepler, internal/resource/container_test.go ("valid path with
 # cgroup 11 and blkio"): cgroup v1, the kubelet's cgroupfs driver, a burstable pod.
@@ -131,7 +131,7 @@ def test_a_real_process_environment_through_the_allow_list():
 
 
 def test_every_series_carries_the_job_labels_and_empty_when_unknown():
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     node.set_header({**HEADER, "labels": identity_of({"SLURM_JOB_ID": "123", "POD_NAME": "w-0",
                                                    "POD_NAMESPACE": "ml"}, "").to_record()})
     node.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 98.0, "mem_used": 7},
@@ -145,7 +145,7 @@ def test_every_series_carries_the_job_labels_and_empty_when_unknown():
         for lab, _ in got[n]:
             assert (lab.get("slurm_job_id"), lab.get("pod"), lab.get("namespace")) == ("123", "w-0", "ml"), n
     assert one(got, "DCGM_FI_DEV_GPU_UTIL", pod="w-0", namespace="ml", gpu="0") == 98.0
-    bare = NodeMetrics("n1", read_env=no_env)
+    bare = NodeMetrics("n1")
     bare.set_header(HEADER)  # an older header: no `labels`
     bare.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 50.0}])
     lab = scrape(bare)["sattui_info"][0][0]

@@ -40,12 +40,8 @@ def one(got: dict, name: str, **labels: str) -> float:
     return rows[0]
 
 
-def no_env(pid: int) -> dict[str, str] | None:
-    return {}
-
-
 def test_cards_in_base_units_and_ratios_and_missing_is_absent():
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     node.set_header(HEADER)
     node.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 98.0, "sm_active": 85.0, "mem_used": 700,
                 "mem_total": 1000, "power_w": 690.0, "temp_c": 71.0, "sm_clock_mhz": 1755, "tensor_active": 35.0,
@@ -84,8 +80,10 @@ def _ddp_bins():
 
 
 def test_rank_state_and_lost_seconds_are_the_ledgers_and_never_counted_twice():
-    node = NodeMetrics("n1", read_env=lambda pid: {"RANK": str(pid - 501), "LOCAL_RANK": str(pid - 501),
-                                                   "TORCHELASTIC_RUN_ID": "job7"})
+    node = NodeMetrics("n1")
+    # the engine's rank records, with their start-up environment's labels, come first
+    node.sink([{"kind": "proc", "t": 9.0, "pid": 501 + r, "role": "rank", "rank": r, "cpu": 0.1,
+                "local_rank": r, "world_size": 2, "run_id": "job7"} for r in (0, 1)])
     got_bins = sorted(_ddp_bins().items())
     node.add_ledger(got_bins[:10])
     node.add_ledger(got_bins[:20])  # the first ten again: skipped
@@ -106,7 +104,7 @@ def test_card_idle_ledger_by_state():
     k.cards(dt=0.25, fn=lambda t: {"util": 0.0 if ((t - 0.25) % 0.5) < 0.25 - 1e-9 else 100.0})
     k.stacks({"data_wait": 0.5, "forward": 0.5})
     bins = ledger.build_bins(k.window(ctx(cpu_count=2)), 10.0, 40.0)
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     node.set_header(HEADER)
     node.add_ledger(bins.items())
     got = scrape(node)
@@ -118,7 +116,7 @@ def test_card_idle_ledger_by_state():
 
 
 def test_workers_and_their_cpu_seconds_per_rank():
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     recs = []
     for i in range(5):
         t = float(i)
@@ -136,7 +134,7 @@ def test_workers_and_their_cpu_seconds_per_rank():
 
 
 def test_current_findings_replace_the_previous_and_a_cleared_one_disappears():
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     f = {"kind": "finding", "rule": "input_bound", "severity": "high", "impact": 0.7, "card": None, "rank": None}
     node.sink([{**f, "t": 5.0}, {**f, "t": 5.0, "rule": "throttled", "severity": "medium", "impact": 0.1,
                                  "card": 0}])
@@ -151,7 +149,7 @@ def test_current_findings_replace_the_previous_and_a_cleared_one_disappears():
 
 
 def test_a_findings_interval_is_served_beside_its_impact():
-    node = NodeMetrics("n1", read_env=no_env)
+    node = NodeMetrics("n1")
     f = {"kind": "finding", "t": 5.0, "rule": "input_bound", "severity": "high", "impact": 0.7, "card": None,
          "rank": None, "impact_ci": [0.62, 0.79]}
     node.sink([f, {**f, "rule": "throttled", "severity": "medium", "impact": 0.1, "card": 0, "impact_ci": None}])
@@ -167,7 +165,7 @@ def test_a_findings_interval_is_served_beside_its_impact():
 
 
 def test_hostile_label_values_are_escaped_in_the_exposition():
-    node = NodeMetrics('evil"\n\\host', read_env=no_env)
+    node = NodeMetrics('evil"\n\\host')
     bad = 'Card "X"\n# HELP fake\x1b[2J'
     node.set_header({**HEADER, "cards": [{"card": 0, "vendor": "nvidia", "name": bad, "uuid": "u"}]})
     node.sink([{"kind": "card", "t": 1.0, "card": 0, "util": 50.0}])
@@ -179,23 +177,30 @@ def test_hostile_label_values_are_escaped_in_the_exposition():
     assert one(got, "sattui_card_utilization_ratio", model=bad, host='evil"\n\\host') == 0.5
 
 
-def test_run_id_and_local_rank_come_from_the_ranks_environment_through_the_allow_list():
-    env = {**os.environ, "RANK": "3", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "run-42",
+def test_run_id_and_local_rank_come_from_the_ranks_environment_through_the_engines_records():
+    # The engine's process sampler reads the trainer's start-up environment through its
+    # allow-list and writes the labels in its proc records; the exporter reads only those.
+    from sattui.trainer.procs import ProcessTree
+
+    env = {**os.environ, "RANK": "3", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "run-42", "WORLD_SIZE": "4",
            "WANDB_API_KEY": "secret-value"}
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
     try:
-        node = NodeMetrics("n1")
-        # Seen between fork and exec (the parent's environment), then after exec.
-        node.sink([{"kind": "proc", "t": 0.0, "pid": p.pid, "role": "rank", "rank": 3, "cpu": 0.1}])
         deadline = time.monotonic() + 20
         while b"time.sleep" not in open(f"/proc/{p.pid}/cmdline", "rb").read() and time.monotonic() < deadline:
             time.sleep(0.05)
-        node.sink([{"kind": "proc", "t": 1.0, "pid": p.pid, "role": "rank", "rank": 3, "cpu": 0.1}])
+        samples, _events = ProcessTree(p.pid, time.monotonic).sample()
+        recs = [s.to_record() for s in samples if s.pid == p.pid]
+        assert recs and (recs[0]["rank"], recs[0]["local_rank"], recs[0]["world_size"], recs[0]["run_id"]) == (
+            3, 1, 4, "run-42"), recs
+        node = NodeMetrics("n1")
+        node.sink([{**r, "role": "rank"} for r in recs])
         got = scrape(node)
         assert len(got["sattui_dataloader_workers"]) == 1
         lab = got["sattui_dataloader_workers"][0][0]
         assert (lab["rank"], lab["local_rank"], lab["run_id"]) == ("3", "1", "run-42")
-        assert "secret-value" not in repr(node.__dict__)
+        assert node.world_size == 4
+        assert "secret-value" not in repr(node.__dict__) and "secret-value" not in repr(recs)
     finally:
         p.kill()
         p.wait()

@@ -63,14 +63,14 @@ def series(got: dict, family: str, **labels: str) -> dict[str, float]:
 
 
 def test_an_empty_node_has_every_family_and_no_made_up_value():
-    got = page(NodeMetrics("n1", read_env=lambda pid: {}))
+    got = page(NodeMetrics("n1"))
     assert {k: t for k, (t, _) in got.items()} == CONTRACT_FAMILIES
     # Nothing known yet: sattui_info alone has a series; no gauge reads 0 for "unknown".
     assert {k for k, (_, samples) in got.items() if samples} == {"sattui_info"}
 
 
 def test_a_fresh_session_starts_its_counters_at_0_and_leaves_unknown_gauges_out():
-    node = NodeMetrics("n1", read_env=lambda pid: {})
+    node = NodeMetrics("n1")
     node.set_header(HEADER)
     node.sink([{"kind": "proc", "t": 1.0, "pid": PID, "ppid": 1, "role": "main", "rank": None, "name": "python",
                 "cpu": 0.9, "state": "R", "rss": 1000, "read_Bps": 0.0, "write_Bps": 0.0}])
@@ -101,7 +101,7 @@ def test_a_fresh_session_starts_its_counters_at_0_and_leaves_unknown_gauges_out(
 
 
 def test_a_counted_second_adds_to_the_zero_series():
-    node = NodeMetrics("n1", read_env=lambda pid: {})
+    node = NodeMetrics("n1")
     node.set_header(HEADER)
     k = TL().main().stacks({"forward": 0.6, "data_wait": 0.4}).cards(util=50.0)
     node.add_ledger(ledger_mod.build_bins(k.window(ctx()), 10.0, 20.0).items())
@@ -123,7 +123,7 @@ def _demo_timeline(stacks_from: float) -> TL:
 
 
 def _advised(k: TL) -> tuple[NodeMetrics, AdvisedMetrics, list[float]]:
-    node = NodeMetrics("n1", read_env=lambda pid: {})
+    node = NodeMetrics("n1")
     node.set_header(HEADER)
     clock = [0.0]
     am = AdvisedMetrics(node, {**HEADER, "cpu_count": 8}, lambda: clock[0])

@@ -27,7 +27,7 @@ def test_live_session_feeds_the_exporter(monkeypatch, tmp_path):
     monkeypatch.setattr(loop_mod, "ADVISOR_PERIOD_S", 0.3)
     monkeypatch.setattr(loop_mod, "advisor_lag_s", lambda: 0.1)
     sim.set_card_file(str(tmp_path / "none"))
-    node = NodeMetrics("live-host", read_env=lambda pid: {})
+    node = NodeMetrics("live-host")
     try:
         s = LiveSession(backend="sim", interval_s=0.1, card_interval_s=0.1, metrics=node)
         s.advising.next_t = 0.3
