@@ -16,6 +16,7 @@ from sattui.advisor.context import Finding, severity_for, share_text
 from sattui.clock_events import GPU_IDLE, HW_SLOWDOWN, SW_POWER_CAP, known_clock_reasons
 from sattui.findings import Severity
 from sattui.ledger.window import CardStats, Window, link_bw_Bps, mean
+from sattui.model import CardSample
 
 FIX_SM_LOW = (
     "nvidia-smi's GPU-Util only says *some* kernel was running. Most SMs are idle: kernels launch fewer blocks "
@@ -278,7 +279,7 @@ def throttled(w: Window, relax: float = 1.0) -> list[Finding]:
     return out
 
 
-def _link_bw(cs: CardStats, s) -> float | None:
+def _link_bw(cs: CardStats, s: CardSample) -> float | None:
     gmax, wmax = cs.link_max()
     return link_bw_Bps(s.pcie_gen or gmax, s.pcie_width or wmax)
 

@@ -18,7 +18,7 @@ from sattui.textsafe import clean
 from sattui.view import fmt
 from sattui.view.data import ViewData
 from sattui.view.lines import fit, rank_steps
-from sattui.view.stacktable import states_present, top_functions
+from sattui.view.stacktable import FunctionRow, states_present, top_functions
 from sattui.view.status_lines import ViewState
 from sattui.widgets.header import StatusHeader
 
@@ -87,7 +87,7 @@ class StacksScreen(SubScreen):
             rates.append(f"{who} {'?' if sps is None else f'{sps:.2f}'}")
         return "steps/s: " + ", ".join(rates) + " (r picks a rank: its step spread)"
 
-    def _table(self, data: ViewData, rows, total: float, width: int) -> Text:
+    def _table(self, data: ViewData, rows: list[FunctionRow], total: float, width: int) -> Text:
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         if total <= 0:
             why = data.sampler_note or ("no stack samples in this window" if data.header.get("pid") is not None

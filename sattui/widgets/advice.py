@@ -6,6 +6,7 @@ import textwrap
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -63,7 +64,7 @@ class AdvicePanel(VerticalScroll, can_focus=False):
         self._key: Any = None
         self._lines = 1
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Static(id="advice-text")
 
     def show(self, data: ViewData) -> int:
