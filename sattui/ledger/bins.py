@@ -522,6 +522,14 @@ class _RankInputs:
         None when no tick describes the bin (the figures are not known, which is not the
         same as "no worker")."""
         if main is None and self.main_samples:
+            # No tick describes the bin (the recording's last second). A tick of the main
+            # process after every worker's last sample, and before this bin, no longer saw
+            # them: they are gone (the loader shut them down at the run's end), which the
+            # caller reads as no live worker, not as figures unknown.
+            last_main = self.main_samples[-1].t
+            last_worker = max((ss[-1].t for ss in self.workers.values() if ss), default=None)
+            if last_worker is not None and last_worker < last_main <= b * BIN_S + BIN_S and last_worker < b * BIN_S:
+                return []
             return None
         out = []
         for wpid, samples in self.workers.items():

@@ -151,15 +151,21 @@ WRONG_FINDINGS = {"input_bound", "worker_cpu_bound", "too_few_workers", "worker_
                   "main_process_loading", "straggler", "starved_unattributed"}
 
 
-# A loaded 2-core box makes a compute-bound job's workers fall behind now and then: a true
-# data wait of 5-10 % (worker_cpu_bound medium 7.6 % once, with the box busy beside it). Such a
-# wait may show at medium; a data cause above this share, or at high, would be a wrong answer.
+# A compute-bound HF job still spends some time in next(loader): its workers fall behind now and
+# then on a loaded 2-core box, and each batch's hand-over costs the main thread (worker_cpu_bound
+# medium 7.6 % once, input_bound medium 9 % once, both on CI). Such a wait may show at medium; a data
+# cause above this share, or at high, would be a wrong answer.
 LOADED_BOX_WAIT = 0.12
 
 
 def test_hf_trainer_report_gives_a_sane_verdict(hf_run):
     rep = hf_run.rep
-    assert rep["verdict"]["rule"] in SANE_HEADLINES, describe(rep)
+    # A small data cause at medium is true here too (the trainer's main thread sat 8-15 % of
+    # some seconds in next(), its workers idle: the hand-over of each batch; a quiet CI box
+    # read input_bound medium 9 % once), and with nothing else at medium it is the headline.
+    small_wait = rep["verdict"]["rule"] in WRONG_FINDINGS and rep["verdict"]["severity"] == "medium" \
+        and rep["verdict"]["impact"] <= LOADED_BOX_WAIT
+    assert rep["verdict"]["rule"] in SANE_HEADLINES or small_wait, describe(rep)
     loud = [f["rule"] for f in rep["findings"] if f["severity"] == "high"
             or (f["severity"] == "medium" and f["impact"] > LOADED_BOX_WAIT)]
     assert not set(loud) & WRONG_FINDINGS, describe(rep)

@@ -110,11 +110,14 @@ def cpu_wait_seen(rec: Path) -> float:
     return sum(waits) / len(waits) if waits else 0.0
 
 
-def check_advice(rep: dict, exp: Expect, cpu_wait: float = 0.0) -> None:
+def check_advice(rep: dict, exp: Expect, cpu_wait: float = 0.0, true_wait: float | None = None) -> None:
     """The headline, the required findings, and no forbidden one at medium or above.
     ``cpu_wait``: the recording's own run-queue wait (cpu_wait_seen); a box this busy
     (2 shared cores: the trainer, its workers, py-spy, sattui and CI's neighbours) makes
-    ``cpu_contention`` true, so it may stand at medium, never above its measure."""
+    ``cpu_contention`` true, so it may stand at medium, never above its measure.
+    ``true_wait``: the trainer's own share of time in next(loader) over the judged stretch;
+    a data cause may stand at medium beside the scenario's when it is no larger than that
+    (the checkpoint trainer truly waits 5-8 % for its one worker)."""
     assert "verdict" in rep and "findings" in rep, "report has no advisor output yet"
     why = describe(rep) + f"\n  run-queue wait of the trainer's processes: {cpu_wait:.3f}"
     v = rep["verdict"]
@@ -130,8 +133,15 @@ def check_advice(rep: dict, exp: Expect, cpu_wait: float = 0.0) -> None:
     excused = {"cpu_contention"} if (contention is not None and cpu_wait >= 0.05
                                      and contention["impact"] <= cpu_wait + SHARE_TOL
                                      and contention["severity"] != "high") else set()
+    if true_wait is not None and true_wait >= 0.05:
+        excused |= {f["rule"] for f in rep["findings"] if f["rule"] in DATA_WAIT_RULES
+                    and f["severity"] == "medium" and f["impact"] <= true_wait + SHARE_TOL}
     bad = [r for r in exp.forbidden if got.get(r, -1) >= SEV_RANK["medium"] and r not in excused]
     assert not bad, f"forbidden at >= medium: {bad}\n{why}"
+
+
+# The causes of the main thread's time in next(loader) (sattui/ledger/causes.py's data-wait group).
+DATA_WAIT_RULES = ("input_bound", "worker_cpu_bound", "worker_io_bound", "too_few_workers", "worker_respawn")
 
 
 def finding(rep: dict, rule: str, rank: int | None = None) -> dict | None:
@@ -353,7 +363,7 @@ def test_S10_periodic_checkpoint(tmp_path):
     # The sampler names torch.save; the fsync after it is a C call in the user's frame.
     assert abs(seen_ckpt - true_save) <= SHARE_TOL
     check_advice(rep, Expect("periodic_stall", {"periodic_stall": "medium"}, ("input_bound", "cpu_contention")),
-                 cpu_wait_seen(out))
+                 cpu_wait_seen(out), true_wait=share_between(ticks, "wait_s", wall0, wall1))
     ev = f["evidence"]
     assert ev["phase"] == "checkpoint", ev
     # the ledger's share is of the whole run after the warm-up: the trainer's own torch.save

@@ -566,3 +566,22 @@ def test_a_torn_stack_inside_a_wait_does_not_end_it():
     # outside a wait it begins nothing (it is not a data wait)
     assert restarts.wait_runs([span(0.0, State.FORWARD, root), torn, span(0.1, State.DATA_WAIT, loader, root),
                               span(0.3, State.FORWARD, root)]) == [(0.1, 0.3)]
+
+
+def test_the_loaders_shutdown_at_the_runs_end_is_no_lost_time():
+    # The run's last second: the loop ended, the DataLoader joins its worker (the main
+    # thread in the loader's code, read as data_wait). The worker's last sample is at
+    # 37.1, the main process's last tick at 38.1 no longer saw it, and no tick describes
+    # bin 38: the worker is gone, not "figures unknown" (which read as input_bound, and a
+    # CI run's HF job got input_bound medium 9 % from its last seconds).
+    def run(until_worker: float) -> dict[str, float]:
+        k = TL().main(cpu=0.5, t1=38.2)
+        _born(k, 201, 0.0, until_worker, 0.01)
+        k.stacks({"forward": 1.0}, t0=0.0, t1=38.0).stacks({"data_wait": 1.0}, t0=38.0, t1=39.0, step=1.0)
+        w = k.window(ctx(cpu_count=2), t0=30.0, t1=39.0)
+        bins = ledger.build_bins(w, 30.0, 39.0)
+        return bins[38].ranks[PID].causes_s if 38 in bins and PID in bins[38].ranks else {}
+
+    assert run(until_worker=37.5) == {}  # gone before the last tick: the shutdown, nothing lost
+    # still seen at the last tick (38.1): no tick describes bin 38, the cause is not narrowed
+    assert run(until_worker=38.5).get("input_bound", 0.0) > 0.5
