@@ -55,8 +55,14 @@ class Axis:
         return math.floor((t - self.t0) / self.bw)
 
 
+# The hold is rounded to this grid: a real sampler's intervals jitter by a few 0.1 ms, and a
+# hold that changed with every redraw would defeat the settled buckets (bin_values_settled).
+HOLD_GRID_S = 0.125
+
+
 def typical_hold(times: Sequence[float], default: float = 2.0) -> float:
-    """How long one sample may stand for: 2.5 × the median interval of the last samples.
+    """How long one sample may stand for: 2.5 × the median interval of the last samples,
+    to the nearest :data:`HOLD_GRID_S`.
 
     2.5× so that a poll that slipped by one interval still joins up; a card that stopped
     reporting for longer shows a gap.
@@ -68,7 +74,7 @@ def typical_hold(times: Sequence[float], default: float = 2.0) -> float:
     dts = sorted(b - a for a, b in zip(tail, tail[1:]) if b > a)
     if not dts:
         return default
-    return 2.5 * dts[len(dts) // 2]
+    return max(HOLD_GRID_S, round(2.5 * dts[len(dts) // 2] / HOLD_GRID_S) * HOLD_GRID_S)
 
 
 def _cover(times: Sequence[float], i: int, hold: float) -> tuple[float, float]:

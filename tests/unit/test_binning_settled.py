@@ -56,3 +56,13 @@ def test_part_passes_fill_only_their_buckets_as_the_whole_pass_does():
         want = (whole[0][k], whole[1][k], whole[2][k])
         assert (head[0][k], head[1][k], head[2][k]) == (want if k == 0 else (None, None, None))
         assert (tail[0][k], tail[1][k], tail[2][k]) == (want if k >= 20 else (None, None, None))
+
+
+def test_a_real_samplers_jitter_keeps_one_hold():
+    # Ticks 1 s apart give or take half a millisecond (the fixtures' holds read 2.4997 …
+    # 2.5001 unrounded): one hold, so the settled buckets of earlier redraws stay usable.
+    rng = random.Random(5)
+    times = [i + rng.uniform(-0.0005, 0.0005) for i in range(200)]
+    assert {typical_hold(times[:k]) for k in range(10, 200)} == {2.5}
+    cards = [0.5 * i + rng.uniform(-0.0003, 0.0003) for i in range(200)]
+    assert {typical_hold(cards[:k]) for k in range(10, 200)} == {1.25}
