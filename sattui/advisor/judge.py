@@ -26,7 +26,7 @@ from typing import Any
 from sattui.advisor.context import AdvisorContext, Finding, Verdict
 from sattui.advisor.cost import EfficiencyMeter
 from sattui.advisor.intervals.sequential import ShareInterval, ShareStream
-from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains
+from sattui.advisor.verdict import PRECEDENCE, RULES, SPECS, Advisor, explains, level_of
 from sattui.feed import Feed
 from sattui.findings import Severity
 from sattui.ledger.bins import JobLedger
@@ -300,10 +300,11 @@ class Judge:
         for f in whole.values():
             if any(explains(a, f) for a in others):
                 continue  # e.g. the cards' idle time, unattributed, that a card rule explains
-            out.append({"rule": f.rule, "severity": f.severity, "impact": round(f.impact, 4), "card": f.card,
-                        "rank": f.rank, "summary": f.summary, "evidence": f.evidence, "fix": f.fix,
+            ci = self._ci(f)
+            out.append({"rule": f.rule, "severity": self._sure_severity(f, ci), "impact": round(f.impact, 4),
+                        "card": f.card, "rank": f.rank, "summary": f.summary, "evidence": f.evidence, "fix": f.fix,
                         "first_t": None, "last_t": None, "evaluations": 0, "share": 0.0,
-                        "impact_ci": self._ci(f), "since_s": None})
+                        "impact_ci": ci, "since_s": None})
         if any(SPECS.get(d["rule"]) is not None and SPECS[d["rule"]].category == "cause"
                and Severity(d["severity"]).at_least(Severity.MEDIUM) for d in out):
             out = [d for d in out if d["rule"] != "healthy"]
@@ -318,6 +319,18 @@ class Judge:
         if f.impact_ci is not None:
             return f
         return f if self.whole_run_interval(RULE_CAUSE.get(f.rule, f.rule)) is not None else None
+
+    @staticmethod
+    def _sure_severity(f: Finding, ci: list[float] | None) -> Severity:
+        """A cause that only the whole run's ledger holds (no live evaluation showed it):
+        at most the severity its interval's lower bound clears, else low. A 16-s HF job,
+        6 s judged, read input_bound MEDIUM 12 % with an interval of 0–50 % and made it the
+        verdict; a cause the evaluations showed keeps its point estimate (a checkpoint's
+        stalls are plain in a 40-s run while the interval of its all-or-nothing bins is wide)."""
+        sure = level_of(ci[0]) if ci is not None else None
+        if sure is None:
+            return Severity.LOW if f.severity.at_least(Severity.LOW) else f.severity
+        return f.severity if f.severity.rank <= sure.rank else sure
 
     def _ci(self, f: Finding) -> list[float] | None:
         """A whole-run ledger finding's interval: its cause's, around its impact."""
