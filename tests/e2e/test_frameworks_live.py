@@ -117,8 +117,11 @@ def hf_run(tmp_path_factory) -> HfRun:
     # two compute threads left the two workers too little of the 2 cores, and a quiet CI box
     # read a true data wait of 13-18 % (worker_cpu_bound medium 15 %, 2026-12-07): input-bound,
     # not the compute-bound job this test is about.
-    rep = _record(out, "--idiom", "hf", "--steps", "100000", "--seconds", "20", "--width", "1024",
-                  "--batch", "128", "--num-workers", "2", "--sample-cost-ms", "0.05", "--eval-steps", "30")
+    # Width 2048: four times the compute of 1024 per batch, so each batch's hand-over from the
+    # workers (the main thread in next(), workers idle) is ~1-2 % of the step, not the ~5 % that
+    # sat on the medium threshold (the live advisor then judged "data wait leads, 0-23 %" all run).
+    rep = _record(out, "--idiom", "hf", "--steps", "100000", "--seconds", "20", "--width", "2048",
+                  "--batch", "128", "--num-workers", "2", "--sample-cost-ms", "0.05", "--eval-steps", "25")
     return HfRun(out, rep)
 
 
@@ -167,7 +170,13 @@ def test_hf_trainer_report_gives_a_sane_verdict(hf_run):
     # read input_bound medium 9 % once), and with nothing else at medium it is the headline.
     small_wait = rep["verdict"]["rule"] in WRONG_FINDINGS and rep["verdict"]["severity"] == "medium" \
         and rep["verdict"]["impact"] <= LOADED_BOX_WAIT
-    assert rep["verdict"]["rule"] in SANE_HEADLINES or small_wait, describe(rep)
+    # Not sure yet is sane too, as long as what leads is not an input cause: an eval pass of
+    # 5-12 % of the time every 25 steps takes longer than this run to be sure of (the live
+    # advisor said "judging: checkpoint/eval/logging leads, 0-29 %" on one of two runs).
+    nd = next((f for f in rep["findings"] if f["rule"] == "no_data"), None)
+    judging = rep["verdict"]["rule"] == "no_data" and nd is not None and \
+        nd["evidence"].get("leading") not in WRONG_FINDINGS and rep["verdict"]["summary"].startswith("judging")
+    assert rep["verdict"]["rule"] in SANE_HEADLINES or small_wait or judging, describe(rep)
     loud = [f["rule"] for f in rep["findings"] if f["severity"] == "high"
             or (f["severity"] == "medium" and f["impact"] > LOADED_BOX_WAIT)]
     assert not set(loud) & WRONG_FINDINGS, describe(rep)
