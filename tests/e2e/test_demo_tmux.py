@@ -33,7 +33,10 @@ def test_demo_in_an_80x24_tmux_pane_shows_cards_workers_and_the_simulated_label(
         while time.monotonic() < deadline:
             time.sleep(2)
             screen = _tmux("capture-pane", "-p", "-t", name)
-            if "SIMULATED" in screen and "worker" in screen and "W" in screen.split("main thread", 1)[-1][:60]:
+            # wait for what is asserted below: a worker's own process line (the word alone
+            # matched elsewhere at 3 s, before the worker was listed, and failed on CI)
+            if "SIMULATED" in screen and any(x.startswith("worker ") for x in screen.splitlines()) \
+                    and "W" in screen.split("main thread", 1)[-1][:60] and "data_wait" in screen:
                 break
         lines = screen.splitlines()
         assert len(lines) <= 24 and all(len(x) <= 80 for x in lines)
