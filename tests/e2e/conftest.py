@@ -151,11 +151,11 @@ def trainer_factory(tmp_path):
 
 @pytest.fixture(scope="session")
 def starved_demo(tmp_path_factory) -> Path:
-    """`sattui demo --headless --scenario starved` for 15 s: the real demo trainer, real
+    """`sattui demo --headless --scenario starved` for 20 s: the real demo trainer, real
     py-spy, the SIMULATED card (test_demo.py, test_export_demo.py)."""
     need_trainer_tools()
     out = tmp_path_factory.mktemp("starved-demo") / "starved.jsonl"
-    r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "15", "-o", str(out))
+    r = run_sattui("demo", "--headless", "--scenario", "starved", "--duration", "20", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr, r.stderr
     return out
