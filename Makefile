@@ -27,6 +27,9 @@ TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist's workers for the tests not marked e2e: auto is one per physical core.
 TEST_JOBS ?= auto
+# … and for the e2e tests marked beside, which mostly wait on their processes: 3 keep a
+# 2-core box busy (scripts/run_tests.sh).
+TEST_BESIDE_JOBS ?= 3
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.sattui-installed
@@ -39,7 +42,7 @@ demo: $(STAMP)
 # The CPU-bound tests share the cores; the end-to-end ones (real trainers, timings) then
 # run one at a time with the box to themselves.
 test: $(STAMP) test-tools
-	$(SHELL) scripts/run_tests.sh $(BIN)/python $(TEST_JOBS) $(PYTEST_ARGS)
+	$(SHELL) scripts/run_tests.sh $(BIN)/python $(TEST_JOBS) $(TEST_BESIDE_JOBS) $(PYTEST_ARGS)
 
 # Debian's prometheus (with promtool) and tmux, which the tests run for real: installed
 # where missing when we are root with apt-get, otherwise one line says what to install

@@ -1,10 +1,13 @@
 """Suite-wide options.
 
-``--e2e=only|no`` splits a selection in two (``make test``, scripts/run_tests.sh): the
-end-to-end tests (mark ``e2e``: real trainers, real py-spy, timings that a busy box
-skews) run alone, one at a time; the rest, CPU bound, run in parallel under
-pytest-xdist. An option of its own rather than ``-m``: pytest keeps only the last
-``-m``, and the user's own ``-m``/``-k``/paths must still apply to both halves.
+``--e2e=no|beside|alone`` splits a selection in three (``make test``,
+scripts/run_tests.sh): the tests not marked ``e2e``, CPU bound, run in parallel under
+pytest-xdist; the end-to-end tests marked ``beside`` too (real processes, but no figure
+that another test's load would skew: fake vendor tools, faults, file safety, process
+trees); the other end-to-end tests (real trainers whose shares, timings and CPU figures
+are judged) alone, one at a time. ``--e2e=only`` is every end-to-end test. An option of
+its own rather than ``-m``: pytest keeps only the last ``-m``, and the user's own
+``-m``/``-k``/paths must still apply to every part.
 """
 
 from __future__ import annotations
@@ -13,17 +16,27 @@ import pytest
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--e2e", choices=("all", "only", "no"), default="all",
-                     help="run every selected test (all, the default), only those marked e2e, or none of them")
+    parser.addoption("--e2e", choices=("all", "only", "no", "beside", "alone"), default="all",
+                     help="run every selected test (all, the default), only those marked e2e, none of them, "
+                          "only the e2e ones marked beside (safe to run in parallel), or only the other e2e ones")
+
+
+def _part(item: pytest.Item) -> str:
+    if item.get_closest_marker("e2e") is None:
+        return "no"
+    return "beside" if item.get_closest_marker("beside") is not None else "alone"
+
+
+WANT = {"only": {"beside", "alone"}, "no": {"no"}, "beside": {"beside"}, "alone": {"alone"}}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     which = config.getoption("--e2e")
     if which == "all":
         return
-    want = which == "only"
-    keep = [i for i in items if (i.get_closest_marker("e2e") is not None) == want]
-    gone = [i for i in items if (i.get_closest_marker("e2e") is not None) != want]
+    want = WANT[which]
+    keep = [i for i in items if _part(i) in want]
+    gone = [i for i in items if _part(i) not in want]
     if gone:
         config.hook.pytest_deselected(items=gone)
         items[:] = keep

@@ -285,6 +285,8 @@ class Advisor:
         # at it, so the new phase is judged on its own bins
         self.phase_t0 = 0.0
         self.phase_change: PhaseChange | None = None
+        # when the ranks' stacks began (kept once known: a ring drops its oldest samples)
+        self.stacks_t0: float | None = None
 
     def windows(self, timeline: Timeline, t_now: float) -> tuple[Window, Window]:
         start = self.warmup_s
@@ -296,7 +298,7 @@ class Advisor:
         """The Window the ledger's rules read, with the ledger of its settled bins."""
         settled = self._settled(timeline, w, t_now)
         self.book.update(w, wl, settled)
-        t0 = max(t_now - self.ledger_window_s, self.warmup_s, self.phase_t0)
+        t0 = max(t_now - self.ledger_window_s, self.warmup_s, self.phase_t0, self._stacks_start(timeline, w))
         self.intervals = self._cause_intervals(t0, settled)
         change = find_change([(bw, shares) for _b, bw, shares in self._rows], PASS_CAUSES)
         if change is not None:
@@ -310,6 +312,21 @@ class Advisor:
                             default=0.0)
         lw.ledger = job if self.ledger_s > 0.0 and self.ledger_s >= self.LEDGER_MIN_S * 0.95 else None
         return lw
+
+    def _stacks_start(self, timeline: Timeline, w: Window) -> float:
+        """Where the ledger window may begin: once every rank that has stacks has its
+        first one. Before it, a card's idle seconds have no rank state to say why; they
+        are seconds not yet observed, not seconds of an unknown cause (the live monitor
+        judges from 1 s after attach; py-spy's first chunk comes ~2 s later, and a trainer
+        still importing has none). 0 while no rank has stacks (none may ever come:
+        permission, --no-stacks), so the window then starts where it did."""
+        if self.stacks_t0 is None:
+            firsts = [t for p in w.trainer_pids
+                      if (ring := timeline.series("stack", p)) is not None and (t := ring.first_t()) is not None]
+            if not firsts:
+                return 0.0
+            self.stacks_t0 = max(firsts)
+        return self.stacks_t0
 
     def _cause_intervals(self, t0: float, t1: float) -> dict[str, ShareInterval]:
         """Each ledger cause's share over the ledger window's settled bins, with its

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.conftest import REPO, _have_torch
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]
 
 
 def _tmux(*args: str) -> str:

@@ -24,7 +24,7 @@ from sattui.hostcheck.mounts import mounts_of
 from sattui.hostcheck.pidns import PROC_PID_INIT_INO
 from tests.e2e.conftest import REPO, _have_torch
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]
 
 MIB = 1024 * 1024
 

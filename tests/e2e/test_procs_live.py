@@ -19,7 +19,7 @@ from sattui.model import Event, ProcSample
 from sattui.trainer.procs import ProcessTree
 from tests.e2e.conftest import torchrun_cmd
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "procs"

@@ -97,6 +97,7 @@ def test_not_a_python_process_records_processes_and_says_why(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.beside  # it judges the file's end, not a timing
 def test_trainer_exits_mid_recording(trainer_factory, tmp_path):
     tr = trainer_factory("compute_bound", 6)
     out = tmp_path / "f.jsonl"

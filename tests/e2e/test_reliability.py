@@ -23,8 +23,9 @@ import pytest
 from sattui.recording import RecordingReader
 from tests.e2e.conftest import REPO, py_spy_on, run_sattui, sattui_cmd
 
-# e2e: real processes whose timing is asserted (no tick lost, sattui's CPU per second):
-# run alone, not beside parallel unit tests.
+# e2e: real processes whose timing is asserted (no tick lost, sattui's CPU per second,
+# how long a zombie lasts), run alone; the tests marked beside assert no timing and run
+# beside other such tests (scripts/run_tests.sh).
 pytestmark = pytest.mark.e2e
 
 IS_ROOT = os.geteuid() == 0
@@ -121,6 +122,7 @@ def _wait_lines(path: Path, n: int, timeout: float = 30) -> None:
 
 # -- row 1: the trainer is SIGKILLed mid-recording ---------------------------------------
 
+@pytest.mark.beside
 def test_trainer_sigkilled_mid_recording_ends_the_file_with_an_event(spinner, tmp_path):
     tr = spinner(children=2)
     out = tmp_path / "f.jsonl"
@@ -208,6 +210,7 @@ def test_sattui_sigkilled_leaves_everything_up_to_the_last_second(spinner, tmp_p
 
 # -- row 5 / row 10: not root, no ptrace rights over the trainer ---------------------------
 
+@pytest.mark.beside
 @pytest.mark.skipif(not IS_ROOT, reason="needs root to own the trainer and switch to nobody")
 def test_non_root_record_of_a_root_trainer_says_the_fix_and_records_processes(spinner, tmp_path):
     tr = spinner(children=1)  # owned by root
@@ -299,6 +302,7 @@ def tiny_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.beside
 def test_disk_full_mid_recording_is_one_line_and_earlier_lines_stay(spinner, tiny_tmpfs):
     tr = spinner(children=4)
     filler = tiny_tmpfs / "filler"
@@ -348,6 +352,7 @@ def _grow(src: Path, dst: Path, target_bytes: int) -> int:
     return n
 
 
+@pytest.mark.beside
 def test_report_of_a_large_recording_streams_with_bounded_memory(spinner, tmp_path):
     tr = spinner(children=2)
     small = tmp_path / "small.jsonl"
@@ -374,6 +379,7 @@ def test_report_of_a_large_recording_streams_with_bounded_memory(spinner, tmp_pa
 
 # -- row 10: secrets never reach a file, the report, or the screen --------------------------
 
+@pytest.mark.beside
 def test_secret_env_reaches_no_file_no_report_and_no_screen(spinner, tmp_path):
     secret = "wandb-" + secrets.token_hex(16)
     tr = spinner(env={"WANDB_API_KEY": secret, "MY_TOKEN": secret, "CUDA_VISIBLE_DEVICES": "0"})
@@ -413,6 +419,7 @@ def test_secret_env_reaches_no_file_no_report_and_no_screen(spinner, tmp_path):
         assert secret not in svg and "WANDB" not in svg
 
 
+@pytest.mark.beside
 def test_a_running_record_opens_no_listening_socket(spinner, tmp_path):
     tr = spinner()
     out = tmp_path / "f.jsonl"
@@ -433,6 +440,7 @@ def test_a_running_record_opens_no_listening_socket(spinner, tmp_path):
     assert p.returncode == 0, err
 
 
+@pytest.mark.beside
 def test_disk_full_stops_a_trainer_sattui_started_itself(tiny_tmpfs):
     # Before the fix the failing close skipped stop_child: `record -- CMD` left CMD running.
     marker = f"sattui-disk-full-{secrets.token_hex(4)}"

@@ -26,7 +26,7 @@ import pytest
 from tests.e2e import hostile_trainer as H
 from tests.e2e.conftest import REPO, _have_torch, run_sattui
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]
 
 HOSTILE_SHIM = REPO / "tests" / "fixtures" / "pynvml_shim_hostile"
 CARD_NAME = "NVIDIA \x1b]0;CARDPWN\x07H200\x1b[31m\nX"  # tests/fixtures/pynvml_shim_hostile/pynvml.py
@@ -89,6 +89,13 @@ class _Pane:
             time.sleep(1.0)
         raise AssertionError(f"never showed {needles!r}; the pane:\n{screen}")
 
+    def wait_gone(self, needle: str, timeout: float = 30.0) -> None:
+        """Until the pane no longer shows ``needle`` (a screen was left)."""
+        end = time.monotonic() + timeout
+        while needle in (screen := self.screen()):
+            assert time.monotonic() < end, f"still showing {needle!r}; the pane:\n{screen}"
+            time.sleep(0.2)
+
     def family(self) -> list[psutil.Process]:
         pid = _tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip()
         try:
@@ -139,7 +146,10 @@ def test_hostile_names_reach_the_tui_and_report_escaped_and_the_pane_title_stays
         pane.wait_for("\\x1b]0;FUNCPWN\\x07step\\nfn (", "/\\x1b[31mred\\x1b[0m\\nfile.py:")  # a stack frame
         assert pane.title() == TITLE
         pane.keys("Escape")
-        time.sleep(1.0)
+        # Enter only once the main screen is back: sent while the app (busy on a loaded box)
+        # has not read the Escape yet, both bytes arrive in one read and parse as Alt+Enter.
+        pane.wait_gone("/\\x1b[31mred\\x1b[0m\\nfile.py:")
+        pane.wait_for("0 \\x1b]0;CARDPWN")
         pane.keys("Enter")  # the card screen's title: the whole name
         pane.wait_for("card 0 · NVIDIA \\x1b]0;CARDPWN\\x07H200\\x1b[31m\\nX")
         assert pane.title() == TITLE

@@ -19,6 +19,7 @@ from sattui.trainer.stacks import StackSampler, find_py_spy
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.beside,  # make test runs it beside others: chunks' shape, not shares
     pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed"),
     pytest.mark.skipif(find_py_spy() is None, reason="py-spy not installed"),
 ]

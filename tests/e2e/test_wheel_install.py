@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.beside]
 
 
 def _run(cmd: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProcess[str]:

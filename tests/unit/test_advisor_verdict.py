@@ -180,3 +180,17 @@ def test_every_rule_is_in_docs():
     text = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "rules.md"), encoding="utf-8").read()
     for spec in RULES:
         assert f"`{spec.id}`" in text, spec.id
+
+
+def test_seconds_before_the_first_stacks_are_not_an_unknown_cause():
+    # Live: judged from 1 s after attach, while py-spy's first chunk comes seconds later
+    # (a trainer still importing has none). The card idles from the start; the main thread
+    # waits for data from its first sample on. The seconds before that sample were not
+    # observed: they must not read as "the cards idle and nothing says why".
+    k = TL().cards(t1=30, util=5.0).main(t1=30)
+    k.stacks({"data_wait": 0.9, "forward": 0.1}, t0=7.0, t1=30)
+    adv = Advisor(ctx(), warmup_s=1.0)
+    seen = [adv.evaluate(k.tl, float(t)) for t in range(2, 30)]
+    assert adv.stacks_t0 == 7.0
+    assert not [v.t for v in seen if any(f.rule == "starved_unattributed" for f in v.findings)]
+    assert seen[-1].headline.rule == "input_bound", seen[-1].headline

@@ -117,6 +117,6 @@ def test_make_test_runs_the_rule_before_pytest():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     tools = next(i for i, x in enumerate(lines) if "scripts/test_tools.sh" in x)
-    # pytest runs inside scripts/run_tests.sh (its two halves: tests/unit/test_run_tests_script.py)
+    # pytest runs inside scripts/run_tests.sh (its three parts: tests/unit/test_run_tests_script.py)
     pytest_line = next(i for i, x in enumerate(lines) if "scripts/run_tests.sh" in x)
     assert tools < pytest_line

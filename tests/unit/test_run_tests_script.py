@@ -1,5 +1,6 @@
-"""`make test` runs the suite in two halves (scripts/run_tests.sh): the tests not marked
-e2e in parallel, then the e2e ones alone, each half given the user's PYTEST_ARGS.
+"""`make test` runs the suite in three parts (scripts/run_tests.sh): the tests not marked
+e2e in parallel, the e2e ones marked beside in parallel, then the other e2e ones alone,
+each part given the user's PYTEST_ARGS.
 
 The script is run for real with a fake ``python`` that logs its arguments and exits as
 told, one exit status per call; the selection itself (tests/conftest.py's ``--e2e``) is
@@ -32,42 +33,48 @@ shift "$n"
 exit "$1"
 """)
     fake.chmod(0o755)
-    p = subprocess.run(["sh", str(SCRIPT), str(fake), "2", *args], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(["sh", str(SCRIPT), str(fake), "2", "3", *args], capture_output=True, text=True, timeout=30)
     calls = [ln.rstrip("\0").split("\0") for ln in log.read_text().splitlines()] if log.exists() else []
     return p.returncode, calls
 
 
-def test_both_halves_get_the_users_arguments(tmp_path):
-    rc, calls = _run(tmp_path, [0, 0], "-x", "tests/unit", "-k", "a and not b")
+def test_every_part_gets_the_users_arguments(tmp_path):
+    rc, calls = _run(tmp_path, [0, 0, 0], "-x", "tests/unit", "-k", "a and not b")
     assert rc == 0
-    assert calls == [["-m", "pytest", "-q", "-n", "2", "--e2e=no", "-x", "tests/unit", "-k", "a and not b"],
-                     ["-m", "pytest", "-q", "--e2e=only", "-x", "tests/unit", "-k", "a and not b"]]
+    user = ["-x", "tests/unit", "-k", "a and not b"]
+    assert calls == [["-m", "pytest", "-q", "-n", "2", "--e2e=no", *user],
+                     ["-m", "pytest", "-q", "-n", "3", "--e2e=beside", *user],
+                     ["-m", "pytest", "-q", "--e2e=alone", *user]]
 
 
 @pytest.mark.parametrize("codes, want", [
-    ([0, 5], 0),  # only unit tests selected (tests/unit): the e2e half finds none, fine
-    ([5, 0], 0),  # only e2e tests selected
-    ([5, 5], 5),  # nothing at all selected: said, as pytest says it
-    ([1, 0], 1),  # a failure in the first half fails the run; the second half still ran
-    ([0, 1], 1),
-    ([1, 5], 1),
+    ([0, 5, 5], 0),  # only unit tests selected (tests/unit): the e2e parts find none, fine
+    ([5, 5, 0], 0),  # only e2e tests that run alone selected
+    ([5, 0, 5], 0),
+    ([5, 5, 5], 5),  # nothing at all selected: said, as pytest says it
+    ([1, 0, 0], 1),  # a failure in the first part fails the run; the others still ran
+    ([0, 1, 0], 1),
+    ([0, 0, 1], 1),
+    ([1, 5, 5], 1),
 ])
-def test_exit_status_is_the_first_failure_and_an_empty_half_is_no_failure(tmp_path, codes, want):
+def test_exit_status_is_the_first_failure_and_an_empty_part_is_no_failure(tmp_path, codes, want):
     rc, calls = _run(tmp_path, codes)
     assert rc == want
-    assert len(calls) == 2
+    assert len(calls) == 3
 
 
 @pytest.mark.parametrize("stop", ["-x", "--exitfirst", "--maxfail=3"])
-def test_stop_at_first_failure_does_not_start_the_second_half(tmp_path, stop):
-    rc, calls = _run(tmp_path, [1, 0], stop)
-    assert rc == 1 and len(calls) == 1
+@pytest.mark.parametrize("codes, parts", [([1, 0, 0], 1), ([0, 1, 0], 2)])
+def test_stop_at_first_failure_starts_no_later_part(tmp_path, stop, codes, parts):
+    rc, calls = _run(tmp_path, codes, stop)
+    assert rc == 1 and len(calls) == parts
 
 
 @pytest.mark.parametrize("code", [2, 3, 4])
-def test_an_interrupted_or_broken_first_half_stops_the_run(tmp_path, code):
-    rc, calls = _run(tmp_path, [code, 0])
-    assert rc == code and len(calls) == 1
+@pytest.mark.parametrize("first", [0, 1])
+def test_an_interrupted_or_broken_part_stops_the_run(tmp_path, code, first):
+    rc, calls = _run(tmp_path, [code, 0, 0] if first == 0 else [0, code, 0])
+    assert rc == code and len(calls) == first + 1
 
 
 def _collected(option: str) -> set[str]:
@@ -78,9 +85,29 @@ def _collected(option: str) -> set[str]:
     return {ln.split("::")[1].split("[")[0] for ln in p.stdout.splitlines() if "::" in ln}
 
 
-def test_the_e2e_option_splits_a_selection_by_the_mark():
+# test_record_faults.py's e2e tests: one runs beside others, one alone
+BESIDE_IN_FAULTS = {"test_trainer_exits_mid_recording"}
+
+
+def _collected_all(*args: str) -> set[str]:
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args,
+                        "tests"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 5), p.stdout + p.stderr  # 5: nothing selected
+    return {ln for ln in p.stdout.splitlines() if "::" in ln}
+
+
+def test_the_e2e_option_splits_a_selection_by_the_marks():
     everything = _collected("--e2e=all")
     only, no = _collected("--e2e=only"), _collected("--e2e=no")
+    beside, alone = _collected("--e2e=beside"), _collected("--e2e=alone")
     assert only == {"test_trainer_exits_mid_recording", "test_signal_stops_recording_leaving_a_readable_file"}
     assert "test_no_such_pid" in no
     assert only | no == everything and not only & no
+    assert beside | alone == only and not beside & alone
+    assert beside == BESIDE_IN_FAULTS
+
+
+def test_the_beside_mark_is_only_on_e2e_tests():
+    # `beside` without `e2e` would run with the unit tests and never in the e2e parts
+    beside = _collected_all("-m", "beside and not e2e")
+    assert beside == set()
