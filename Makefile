@@ -2,7 +2,8 @@
 #
 #   make demo    the monitor on the bundled PyTorch trainer and a SIMULATED card
 #   make test    the test suite (pytest inside .venv): the tests not marked e2e in
-#                parallel, then the e2e ones alone (scripts/run_tests.sh)
+#                parallel, the e2e ones marked beside in parallel, then the other
+#                e2e ones alone (scripts/run_tests.sh)
 #
 # Both create .venv, install the pinned CPU torch (the example trainer and the tests
 # need it; sattui itself never imports it) and sattui with its test extra. That runs
@@ -22,8 +23,8 @@ VENV ?= .venv
 # example `--index-url https://download.pytorch.org/whl/cpu`) go in TORCH_PIP_ARGS.
 TORCH := torch==2.13.0
 TORCH_PIP_ARGS ?=
-# Extra arguments to pytest: `make test PYTEST_ARGS="-x tests/unit"`. Both halves of the
-# run get them (scripts/run_tests.sh).
+# Extra arguments to pytest: `make test PYTEST_ARGS="-x tests/unit"`. Every part of the
+# run gets them (scripts/run_tests.sh).
 PYTEST_ARGS ?=
 # pytest-xdist's workers for the tests not marked e2e: auto is one per physical core.
 TEST_JOBS ?= auto

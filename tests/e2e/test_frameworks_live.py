@@ -61,6 +61,7 @@ def _check_two_ranks(rep: dict, out: Path) -> dict[int, dict]:
     return ranks
 
 
+@pytest.mark.beside  # roles and parents, not timings
 def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
     need_trainer_tools()
     out = tmp_path / "spawn.jsonl"
@@ -80,6 +81,7 @@ def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
     assert started not in {x["pid"] for x in rep["trainer"]["ranks"]}
 
 
+@pytest.mark.beside  # which frames, not how long
 def test_lightning_ddp_ranks_read_forward_backward(tmp_path):
     need_trainer_tools()
     pytest.importorskip("lightning", reason="lightning not installed (pip install -e .[test])")

@@ -82,6 +82,7 @@ def _input_bound(states: dict[str, float]) -> None:
     assert states["data_wait"] >= 0.5, states
 
 
+@pytest.mark.beside  # which pid, which roles; an input-bound wait only grows under load
 def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path):
     out = tmp_path / "shell.jsonl"
     script = tmp_path / "train.sh"
@@ -219,6 +220,7 @@ def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("accelerate") is None,
                     reason="accelerate not installed (pip install accelerate)")
+@pytest.mark.beside  # which pid; an input-bound wait only grows under load
 def test_accelerate_launch_single_process(tmp_path):
     out = tmp_path / "acc.jsonl"
     accelerate = Path(sys.executable).parent / "accelerate"
