@@ -273,6 +273,7 @@ def test_workers_restart_every_epoch(tmp_path):
     # persistent_workers=False and ~4 s epochs: at every epoch's end the DataLoader ends
     # its two workers and starts two new ones, each spending 0.8 s of CPU in its
     # worker_init_fn before its first item.
+    # 40 s: at 30 s the restarts' share read 0.34 of a true 0.52 (out of tolerance)
     rep, lines, rec = run_phase_trainer(tmp_path, 40, "--workers", "2", "--width", "1024", "--epoch-items", "2048",
                                         "--worker-init-ms", "800")
     wall0, wall1 = window_of(rep, rec, lines)
@@ -387,7 +388,9 @@ def test_worker_memory_grows_per_item(tmp_path):
     # the whole run: persistent workers (an epoch of 65,536 items took 22 s on a faster box,
     # whose epoch's end restarted the workers: two generations of 20 s each, too short to
     # call a series growth).
-    rep, lines, rec = run_phase_trainer(tmp_path, PHASE_S, "--workers", "2", "--width", "1024", "--leak-kb", "6",
+    # 40 s: at 30 s the rule had not yet named the growth (a clean-clone CI run read
+    # "judging" at the end)
+    rep, lines, rec = run_phase_trainer(tmp_path, 40, "--workers", "2", "--width", "1024", "--leak-kb", "6",
                                         "--persistent-workers")
     wall0, wall1 = window_of(rep, rec, lines)
     sh = between(lines, wall0, wall1)

@@ -159,3 +159,43 @@ def test_a_sliding_window_keeps_exact_sums():
     assert s.cycles.k in (fresh.cycles.k, fresh.cycles.k - 1) and s.cycles.k >= 5
     got = s.cycles.interval()
     assert got is not None and abs(s.cycles.sd / s.cycles.sc - 0.2) < 0.03
+
+
+def _cycles(episodes: list[tuple[int, list[float]]], lead: list[float] | None = None) -> ShareStream:
+    """A stream of ``lead`` bins, then each episode's bins followed by zeros up to its
+    cycle's length: ``(cycle length in bins, the episode's bins)``."""
+    s = ShareStream()
+    for x in lead or []:
+        s.add(x, 1.0)
+    for length, held in episodes:
+        for x in held + [0.0] * (length - len(held)):
+            s.add(x, 1.0)
+    s.add(0.5, 1.0)  # the next episode opens: the last cycle is complete
+    return s
+
+
+STEADY = [(6, [0.5, 0.7]), (7, [0.04, 1.0, 0.14]), (6, [0.53, 0.67])]  # CI's S10 run: 1.2-s saves
+
+
+def test_a_stall_under_way_in_the_first_bin_opens_no_cycle():
+    # The ledger window opened in the last 0.13 s of a save: that tail is not an episode
+    # (it began before the window); the three steady saves after it are the cycles.
+    s = _cycles(STEADY, lead=[0.13, 0.0, 0.0, 0.0, 0.0])
+    assert s.cycles.k == 3 and [round(d, 2) for _a, d, _c in s.cycles._done] == [1.2, 1.18, 1.2]
+    got = s.cycles.interval()
+    assert got is not None and got[0] > 0.05, got
+    # a first bin that does not hold the state opens the first episode as before
+    assert _cycles(STEADY, lead=[0.0]).cycles.k == 3
+
+
+def test_a_longer_oldest_cycle_is_left_out_of_the_regularity_check_only():
+    first_save = (7, [1.0, 1.0, 0.07])  # a job's first checkpoint: 2.07 s against 1.2
+    s = _cycles([first_save, *STEADY], lead=[0.0])
+    assert s.cycles.k == 4
+    got = s.cycles.interval()
+    # speaks, with every cycle in the share and its interval (the long one widens it)
+    assert got is not None and got[0] > 0.05 and got[0] <= (2.07 + 3.58) / 26 <= got[1], got
+    # with three cycles in all, one odd one is a third of the evidence: no interval
+    assert _cycles([first_save, *STEADY[:2]], lead=[0.0]).cycles.interval() is None
+    # the same odd save in the middle of the cycles is irregularity, not a cold start
+    assert _cycles([STEADY[0], first_save, *STEADY[1:]], lead=[0.0]).cycles.interval() is None

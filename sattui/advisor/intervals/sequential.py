@@ -63,7 +63,8 @@ PRIOR_RHO_BINS = 4.0    # … with this weight
 MIN_CYCLES = 3          # complete cycles before the cycles' interval speaks …
 PRIOR_CYCLE_VAR_S2 = 0.25  # one all-or-nothing second's variance, D − mC in s², …
 PRIOR_CYCLES = 1.0      # … with the weight of one cycle
-MAX_CYCLE_CV = 0.25     # … and only while their lengths and seconds held vary by less than this
+MAX_CYCLE_CV = 0.25     # … and only while their lengths and seconds held vary by less than this,
+TRIMMED_CYCLE_CV = 0.15  # or the oldest left out, the others by less than this
 
 def _rho2(alpha: float) -> float:
     log_term = -2.0 * math.log(alpha)
@@ -197,7 +198,12 @@ class CycleSums:
 
     def add(self, x: float, w: float) -> None:
         held = x > PURE
-        if held and not self._held:
+        # An episode opens a cycle only where the bin before it was seen not holding the
+        # state: one already under way in the stream's first bin began before it (the
+        # ledger window opened mid-checkpoint), and its tail is no cycle's episode (a
+        # 0.13-s tail beside 1.2-s saves made the episodes look irregular, and the
+        # cycles' interval was refused for a whole run).
+        if held and not self._held and self._next > 0:
             if self._open_at is not None:
                 self._close()
             self._open_at, self._open_d, self._open_c = self._next, 0.0, 0.0
@@ -231,22 +237,45 @@ class CycleSums:
         if self._open_at is not None and self._open_at < self._first:
             self._open_at = None  # it lost its start: the next episode opens a cycle
 
+    def _regular(self) -> bool:
+        """Whether the cycles' lengths and seconds held each vary by less than
+        :data:`MAX_CYCLE_CV`: all of them, or, from :data:`MIN_CYCLES` + 1 on, all but the
+        oldest by less than :data:`TRIMMED_CYCLE_CV` (a job's first checkpoint often takes longer: a cold page cache, the file
+        created; one such save, 2.1 s beside steady 1.2-s ones, kept the cycles' interval
+        from speaking for as long as it stayed in the ledger window). Only the oldest,
+        and the rest held to a stricter bound: leaving out a cycle at the same bound let
+        irregular waits pass as cycles more often (false alarms of exponential 1-s waits
+        at a share just under a threshold 1.25 → 1.45-1.6 %)."""
+        if _cv_ok(self.k, self.sc, self.scc) and _cv_ok(self.k, self.sd, self.sdd):
+            return True
+        if self.k <= MIN_CYCLES:
+            return False
+        _at, d, c = self._done[0]
+        k = self.k - 1
+        return (_cv_ok(k, self.sc - c, self.scc - c * c, TRIMMED_CYCLE_CV)
+                and _cv_ok(k, self.sd - d, self.sdd - d * d, TRIMMED_CYCLE_CV))
+
     def interval(self) -> tuple[float, float, int] | None:
         """(lo, hi, cycles) of the share over the complete cycles, None with fewer than
-        :data:`MIN_CYCLES` of them."""
+        :data:`MIN_CYCLES` of them or while they are not regular."""
         k = self.k
         if k < MIN_CYCLES or self.sc <= 0.0:
             return None
         mean_c = self.sc / k
-        mean_d = self.sd / k
-        if (math.sqrt(max(0.0, self.scc / k - mean_c * mean_c)) > MAX_CYCLE_CV * mean_c
-                or math.sqrt(max(0.0, self.sdd / k - mean_d * mean_d)) > MAX_CYCLE_CV * mean_d):
+        if not self._regular():
             return None
         m = self.sd / self.sc
         ss = max(0.0, self.sdd - 2.0 * m * self.sdc + m * m * self.scc)
         var_z = (ss + PRIOR_CYCLES * PRIOR_CYCLE_VAR_S2) / (k + PRIOR_CYCLES)
         hw = math.sqrt(var_z) / mean_c * cs_factor(float(k), ALPHA_CYCLES)
         return m - hw, m + hw, k
+
+
+def _cv_ok(k: int, total: float, squares: float, most: float = MAX_CYCLE_CV) -> bool:
+    """The coefficient of variation of ``k`` values (their sum and sum of squares) is
+    at most ``most``."""
+    mean = total / k
+    return math.sqrt(max(0.0, squares / k - mean * mean)) <= most * mean
 
 
 PURE = 0.02  # a bin within this of 0 or 1 holds one state throughout
