@@ -240,9 +240,10 @@ class CycleSums:
     def _regular(self) -> bool:
         """Whether the cycles' lengths and seconds held each vary by less than
         :data:`MAX_CYCLE_CV`: all of them, or, from :data:`MIN_CYCLES` + 1 on, all but the
-        oldest by less than :data:`TRIMMED_CYCLE_CV` (a job's first checkpoint often takes longer: a cold page cache, the file
-        created; one such save, 2.1 s beside steady 1.2-s ones, kept the cycles' interval
-        from speaking for as long as it stayed in the ledger window). Only the oldest,
+        oldest by less than :data:`TRIMMED_CYCLE_CV` (a job's first checkpoint often
+        takes longer: a cold page cache, the file created; one such save, 2.1 s beside
+        steady 1.2-s ones, kept the cycles' interval from speaking for as long as it
+        stayed in the ledger window). Only the oldest,
         and the rest held to a stricter bound: leaving out a cycle at the same bound let
         irregular waits pass as cycles more often (false alarms of exponential 1-s waits
         at a share just under a threshold 1.25 → 1.45-1.6 %)."""
