@@ -199,7 +199,8 @@ worker_respawn = _data_rule(
     "worker_respawn", "training waits {P} of the time while its DataLoader workers (re)start (no live worker, "
     "or new workers that have not delivered their first batch)", FIX_RESPAWN,
     "R16 — data-wait seconds while a new worker generation starts: from its birth until the first "
-    "batch is seen reaching the main thread (its stacks leaving the wait) or a worker of it is seen "
+    "batch is seen reaching the main thread (its stacks leaving the wait, or unpickling the batch) "
+    "or a worker of it is seen "
     "in its fetch loop, less what the rank's batches usually take to show up (the 90th percentile "
     "of its waits); and seconds with no live worker (where the rank had some). "
     "persistent_workers=False restarts them every epoch. Evidence: restarts, "

@@ -4,7 +4,8 @@ sattui/ledger/bins.py).
 
 A loader without ``persistent_workers`` starts a new generation of workers every epoch.
 A generation's start runs from the birth of its first worker until the first batch is
-seen to reach the main thread or one of its workers is seen in its fetch loop
+seen to reach the main thread (its stacks leaving the wait, or unpickling the batch) or
+one of its workers is seen in its fetch loop
 (:class:`Start`); the part of it longer than a batch's usual wait is the restart's.
 """
 
@@ -44,11 +45,11 @@ MAX_START_S = 60.0
 class Start:
     """One worker generation's start, by timing: from the birth of its first worker
     (``born``, /proc's start time) until the first batch is seen to reach the main thread
-    (its first stack out of the data wait after the birth) or one of its workers is seen
-    in its fetch loop (a worker_stack look), whichever comes first (``ended``; None: not
-    seen yet). The rank's wait over ``[born, counted_to)`` is the restart's: the start
-    less what a batch usually takes to show up (:func:`usual_wait_s`); none of it
-    (``counted_to == born``) while that is not known."""
+    (its first stack out of the data wait after the birth, or one unpickling a batch in
+    it) or one of its workers is seen in its fetch loop (a worker_stack look), whichever
+    comes first (``ended``; None: not seen yet). The rank's wait over ``[born,
+    counted_to)`` is the restart's: the start less what a batch usually takes to show up
+    (:func:`usual_wait_s`); none of it (``counted_to == born``) while that is not known."""
 
     born: float
     ended: float | None
@@ -66,6 +67,28 @@ def torn_in_loader(span: Any) -> bool:
     main thread starts there, so the sample is inside the loader's machinery."""
     frames: Sequence[Any] = getattr(span, "frames", None) or ()
     return bool(frames) and "torch/utils/data/" in frames[-1].filename.replace("\\", "/")
+
+
+# Where the main thread unpickles what a worker sent: torch's tensor rebuilders and the
+# file-descriptor hand-over they call. A sample there, inside the data wait, is a batch that
+# has reached the main thread, although the wait goes on (the next batch): on a loaded box
+# a step's compute can fall between two samples, and only these say the batch came (the
+# slow-start demo on a loaded CI machine read one start as 3.9 s, to the end of the next
+# generation's, where its first batch was seen arriving after 1.6 s).
+_RECEIPT_FILES = ("torch/multiprocessing/reductions.py", "multiprocessing/resource_sharer.py")
+
+
+def receiving_batch(span: Any) -> bool:
+    """The main thread seen unpickling a batch a worker sent (tensor storage being rebuilt
+    or its file descriptor handed over)."""
+    frames: Sequence[Any] = getattr(span, "frames", None) or ()
+    return any(f.filename.replace("\\", "/").endswith(_RECEIPT_FILES) for f in frames)
+
+
+def receipts(spans: Sequence[Any]) -> list[float]:
+    """When the main thread was seen receiving a batch inside its data wait (time order)."""
+    wait = State.DATA_WAIT
+    return [s.t for s in spans if s.state == wait and receiving_batch(s)]
 
 
 def wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
@@ -134,12 +157,14 @@ def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: di
     runs = wait_runs(spans)
     usual = usual_wait_s(runs, [g[0] for g in gens])
     leaves = [z for _a, z in runs]
+    got = receipts(spans)
     out = []
     for born, pids in gens[1:]:
         ends = [t for t in (in_loop_from.get(p) for p in pids) if t is not None and t > born]
-        i = bisect.bisect_right(leaves, born)
-        if i < len(leaves):
-            ends.append(leaves[i])
+        for seen in (leaves, got):
+            i = bisect.bisect_right(seen, born)
+            if i < len(seen):
+                ends.append(seen[i])
         ended = min(ends) if ends else None
         if ended is not None and ended - born > MAX_START_S:
             ended = None

@@ -568,6 +568,42 @@ def test_a_torn_stack_inside_a_wait_does_not_end_it():
                               span(0.3, State.FORWARD, root)]) == [(0.1, 0.3)]
 
 
+def test_a_batch_seen_arriving_inside_the_wait_ends_the_start():
+    # On a loaded box a step's compute can fall between two samples: the main thread reads
+    # as waiting from one generation's birth to the end of the next one's start. A sample
+    # of it unpickling a batch (torch's storage rebuilt, its file descriptor handed over)
+    # says the first batch came: one start read as 3.9 s where the truth was 1.5 s.
+    from types import SimpleNamespace
+
+    from sattui.model import Frame
+    from sattui.states import State
+
+    root = Frame("main", "train.py", 40)
+    poll = Frame("Connection._poll", "multiprocessing/connection.py", 440)
+    got = Frame("rebuild_storage_fd", "torch/multiprocessing/reductions.py", 541)
+    fd = Frame("DupFd.detach", "/usr/lib/python3.13/multiprocessing/resource_sharer.py", 57)
+
+    def span(t: float, state: str, *frames: Frame) -> SimpleNamespace:
+        return SimpleNamespace(t=t, state=state, frames=(*frames, root))
+
+    # ten steps of 0.1 s wait, 0.1 s compute (the usual wait: 0.1 s), then the generations
+    spans = [x for i in range(10) for x in (span(0.2 * i, State.DATA_WAIT, poll),
+                                             span(0.2 * i + 0.1, State.FORWARD))]
+    births = {201: -0.5, 202: -0.49, 301: 3.0, 302: 3.01, 401: 5.0, 402: 5.01}  # the first: start-up
+
+    def starts(arrived: tuple[Frame, ...]) -> list[tuple[float, float | None]]:
+        seen = [*spans, span(3.0, State.DATA_WAIT, poll), span(4.5, State.DATA_WAIT, *arrived),
+                span(4.6, State.DATA_WAIT, poll), span(6.5, State.FORWARD)]
+        return [(round(s.born, 2), s.seen_s and round(s.seen_s, 2))
+                for s in restarts.find_starts(births, seen, {}, 7.0)]
+
+    assert starts((poll,)) == [(3.0, 3.5), (5.0, 1.5)]  # without it: to the next start's end
+    assert starts((got,)) == [(3.0, 1.5), (5.0, 1.5)]
+    assert starts((fd, got)) == [(3.0, 1.5), (5.0, 1.5)]
+    # one outside the wait is not the loader's delivery (a trainer's own torch.multiprocessing)
+    assert restarts.receipts([span(4.5, State.FORWARD, got)]) == []
+
+
 def test_the_loaders_shutdown_at_the_runs_end_is_no_lost_time():
     # The run's last second: the loop ended, the DataLoader joins its worker (the main
     # thread in the loader's code, read as data_wait). The worker's last sample is at
