@@ -85,10 +85,22 @@ def receiving_batch(span: Any) -> bool:
     return any(f.filename.replace("\\", "/").endswith(_RECEIPT_FILES) for f in frames)
 
 
-def receipts(spans: Sequence[Any]) -> list[float]:
-    """When the main thread was seen receiving a batch inside its data wait (time order)."""
+def first_receipt(spans: Sequence[Any], after: float, before: float) -> float | None:
+    """When the main thread was first seen receiving a batch inside its data wait in
+    ``(after, before)`` (``spans`` in time order; only those are read: a report of an hour
+    looks at each start's few seconds, not at every span for each)."""
     wait = State.DATA_WAIT
-    return [s.t for s in spans if s.state == wait and receiving_batch(s)]
+    for i in range(bisect.bisect_right(spans, after, key=_span_t), len(spans)):
+        s = spans[i]
+        if s.t >= before:
+            break
+        if s.state == wait and receiving_batch(s):
+            return float(s.t)
+    return None
+
+
+def _span_t(span: Any) -> float:
+    return float(span.t)
 
 
 def wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
@@ -157,14 +169,15 @@ def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: di
     runs = wait_runs(spans)
     usual = usual_wait_s(runs, [g[0] for g in gens])
     leaves = [z for _a, z in runs]
-    got = receipts(spans)
     out = []
     for born, pids in gens[1:]:
         ends = [t for t in (in_loop_from.get(p) for p in pids) if t is not None and t > born]
-        for seen in (leaves, got):
-            i = bisect.bisect_right(seen, born)
-            if i < len(seen):
-                ends.append(seen[i])
+        i = bisect.bisect_right(leaves, born)
+        if i < len(leaves):
+            ends.append(leaves[i])
+        got = first_receipt(spans, born, min(ends) if ends else born + MAX_START_S)
+        if got is not None:
+            ends.append(got)
         ended = min(ends) if ends else None
         if ended is not None and ended - born > MAX_START_S:
             ended = None

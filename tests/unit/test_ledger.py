@@ -601,7 +601,9 @@ def test_a_batch_seen_arriving_inside_the_wait_ends_the_start():
     assert starts((got,)) == [(3.0, 1.5), (5.0, 1.5)]
     assert starts((fd, got)) == [(3.0, 1.5), (5.0, 1.5)]
     # one outside the wait is not the loader's delivery (a trainer's own torch.multiprocessing)
-    assert restarts.receipts([span(4.5, State.FORWARD, got)]) == []
+    assert restarts.first_receipt([span(4.5, State.FORWARD, got)], 3.0, 6.0) is None
+    assert restarts.first_receipt([span(4.5, State.DATA_WAIT, got)], 3.0, 6.0) == 4.5
+    assert restarts.first_receipt([span(4.5, State.DATA_WAIT, got)], 3.0, 4.5) is None
 
 
 def test_the_loaders_shutdown_at_the_runs_end_is_no_lost_time():
