@@ -111,7 +111,11 @@ def test_live_trainer_gives_chunks_of_main_thread_stacks(trainer) -> None:
         assert prev_end <= c.t <= c.t_end <= t_stop
         for s in c.samples:
             assert c.t <= s.t and s.t + s.dur <= c.t_end + 1e-9 and s.dur > 0
-            assert s.frames and all(f.filename for f in s.frames)
+            # A thread that is starting or ending holds no Python frame yet (py-spy reads it
+            # with an empty stack: a CI run saw one among the loader's threads); the main
+            # thread always has one while the trainer runs.
+            assert s.frames or not s.is_main, s
+            assert all(f.filename for f in s.frames)
         prev_end = c.t_end
     main = [s for c in chunks for s in c.samples if s.is_main]
     assert all(s.tid == tr.pid and s.thread_name == "MainThread" for s in main)
