@@ -48,6 +48,14 @@ log = logging.getLogger(__name__)
 # py-spy's attach more often; longer ones make the stacks reach the screen later.
 DEFAULT_RATE_HZ = 10.0
 DEFAULT_CHUNK_S = 2.0
+# Once the first answer is in (every bundled scenario is named within ~30 s of attaching),
+# the chunks grow to this: each run pays py-spy's attach once and, while the next one
+# attaches, two py-spys sample the same threads (the lead below). On a 112-thread trainer
+# at 5 Hz that made the sampler cost 1.7x `py-spy top --idle` in 2-s chunks, 1.25x in 5-s
+# ones; on a 2-thread one at 10 Hz +0.008 cores above top against +0.003 (issue 25,
+# docs/sampling.md). The price: from then on the stacks reach the screen up to this late.
+DEFAULT_STEADY_CHUNK_S = 5.0
+STEADY_AFTER_S = 45.0
 
 # A Python process that has just started may not have initialised its interpreter yet,
 # and py-spy then says "Failed to find python version"; only a target at least this old
@@ -335,7 +343,9 @@ class StackSampler:
 
     def __init__(self, pid: int, clock: Callable[[], float], on_chunk: Callable[[StackChunk], None],
                  on_event: Callable[[Event], None], rate_hz: float = DEFAULT_RATE_HZ,
-                 chunk_s: float = DEFAULT_CHUNK_S, py_spy: str | None = None) -> None:
+                 chunk_s: float = DEFAULT_CHUNK_S, py_spy: str | None = None,
+                 steady_chunk_s: float | None = DEFAULT_STEADY_CHUNK_S,
+                 steady_after_s: float = STEADY_AFTER_S) -> None:
         self.pid = pid
         self.clock = clock
         self.on_chunk = on_chunk
@@ -344,6 +354,11 @@ class StackSampler:
         self.requested_rate_hz = float(max(MIN_RATE_HZ, round(rate_hz)))
         self.rate_hz = self.requested_rate_hz
         self.chunk_s = max(0.2, float(chunk_s))
+        # chunk_s at first, then (from steady_after_s after the first run) steady_chunk_s
+        # where that is longer; None: chunk_s throughout
+        self.steady_chunk_s = steady_chunk_s
+        self.steady_after_s = steady_after_s
+        self._t_first_spawn: float | None = None
         self.py_spy = py_spy if py_spy is not None else find_py_spy()
         self.status: SamplerStatus = SamplerStatus.STARTING
         self.status_message: str | None = None
@@ -455,8 +470,9 @@ class StackSampler:
                 if cur is None:
                     return
             nxt = None
-            self._wait_ready(cur, until=cur.t_spawn + max(10.0, 2 * self.chunk_s))
-            boundary = (cur.t_ready if cur.t_ready is not None else cur.t_spawn + self._attach_est) + self.chunk_s
+            chunk = self.chunk_now()
+            self._wait_ready(cur, until=cur.t_spawn + max(10.0, 2 * chunk))
+            boundary = (cur.t_ready if cur.t_ready is not None else cur.t_spawn + self._attach_est) + chunk
             exited = False
             if self.overlap:
                 exited = self._wait_exit(cur, until=boundary - self._attach_est - lead)
@@ -505,13 +521,21 @@ class StackSampler:
             self._kill(cur)
             self._reap(cur)
 
+    def chunk_now(self) -> float:
+        """How long the chunk starting now runs: ``chunk_s`` until ``steady_after_s`` after
+        the first run's start, then ``steady_chunk_s`` where that is longer."""
+        steady = self.steady_chunk_s
+        if steady is None or steady <= self.chunk_s or self._t_first_spawn is None:
+            return self.chunk_s
+        return steady if self.clock() - self._t_first_spawn >= self.steady_after_s else self.chunk_s
+
     def _spawn(self) -> _Run | None:
         assert self._tmp is not None
         self._seq += 1
         base = self._tmp / f"chunk-{self._seq}"
         out, so, se = base.with_suffix(".json"), base.with_suffix(".out"), base.with_suffix(".err")
         # --duration is only the backstop: normally the run is ended by SIGINT at its boundary.
-        backstop = int(math.ceil(self.chunk_s)) * 2 + 5
+        backstop = int(math.ceil(max(self.chunk_s, self.steady_chunk_s or 0.0))) * 2 + 5
         rate = int(self.rate_hz)
         cmd = [self.py_spy or "py-spy", "record", "--pid", str(self.pid), "--nonblocking", "--idle",
                "--threads", "--rate", str(rate), "--duration", str(backstop),
@@ -530,6 +554,8 @@ class StackSampler:
                 self._emit("sampler_missing", self.status_message or "")
                 return None
             run = _Run(proc=proc, out=out, stdout=so, stderr=se, t_spawn=self.clock(), rate=rate)
+            if self._t_first_spawn is None:
+                self._t_first_spawn = run.t_spawn
             try:
                 run.pidfd = os.pidfd_open(proc.pid)
             except (AttributeError, OSError):

@@ -129,6 +129,26 @@ def test_live_trainer_gives_chunks_of_main_thread_stacks(trainer) -> None:
     assert main[0].frames[-1].name == "_run_module_as_main"  # outermost last
 
 
+def test_chunks_grow_and_still_follow_each_other_without_a_gap(trainer) -> None:
+    # The steady chunks' switch, brought forward (45 s → 3 s) and scaled down (2 → 1 s,
+    # 5 → 3 s): the longer runs keep covering the main thread's time end to end.
+    tr = trainer("--scenario", "input_bound", "--seconds", "30")
+    sink = Sink()
+    sampler = StackSampler(tr.pid, clock, sink.chunk, sink.event, chunk_s=1.0, steady_chunk_s=3.0,
+                           steady_after_s=3.0)
+    sampler.start()
+    try:
+        assert wait_for(lambda: len(sink.chunks) >= 6, 30)
+    finally:
+        sampler.stop()
+    assert py_spy_children() == []
+    lengths = [c.t_end - c.t for c in sink.chunks]
+    assert lengths[0] < 2.0 and max(lengths[-3:-1]) > 2.5, lengths  # (the last one cut by stop())
+    main = sorted((s.t, s.t + s.dur) for c in sink.chunks for s in c.samples if s.is_main)
+    covered = sum(z - a for a, z in main)
+    assert covered >= 0.97 * (main[-1][1] - main[0][0]), (covered, main[0], main[-1])
+
+
 def test_stop_right_after_start_leaves_no_py_spy(trainer) -> None:
     tr = trainer("--scenario", "input_bound", "--seconds", "20")
     sink = Sink()

@@ -330,3 +330,22 @@ def test_rate_is_an_integer_for_py_spy() -> None:
     s = StackSampler(1, lambda: 0.0, lambda c: None, lambda e: None, rate_hz=12.4, chunk_s=2)
     assert s.rate_hz == 12.0 and s.chunk_s == 2.0
     assert StackSampler(1, lambda: 0.0, lambda c: None, lambda e: None, rate_hz=0.2).rate_hz == 1.0
+
+
+def test_chunks_grow_once_the_first_answer_is_in() -> None:
+    # 2-s chunks while the advisor decides (an answer within ~30 s), then 5-s ones: each
+    # py-spy run's attach and its overlap with the next cost less than half as often.
+    now = [100.0]
+    s = StackSampler(1, lambda: now[0], lambda c: None, lambda e: None)
+    assert (s.chunk_s, s.steady_chunk_s, s.steady_after_s) == (2.0, 5.0, 45.0)
+    assert s.chunk_now() == 2.0  # no run yet
+    s._t_first_spawn = 100.0
+    now[0] = 144.9
+    assert s.chunk_now() == 2.0
+    now[0] = 145.0
+    assert s.chunk_now() == 5.0
+    # off, or no longer than the chunk asked for: the chunk asked for throughout
+    assert StackSampler(1, lambda: 1e6, lambda c: None, lambda e: None, steady_chunk_s=None).chunk_now() == 2.0
+    longer = StackSampler(1, lambda: 1e6, lambda c: None, lambda e: None, chunk_s=8.0)
+    longer._t_first_spawn = 0.0
+    assert longer.chunk_now() == 8.0
