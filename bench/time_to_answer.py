@@ -28,6 +28,7 @@ first one's figures). The right sets are the end-to-end tests' expectations
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -87,6 +88,11 @@ SCENARIOS = (
     Scenario("balanced", (*TORCHRUN, "-m", "sattui.demo.ddp_trainer", "--ddp", "--steps", "100000",
                           "--sleep-s", "0"), frozenset({"healthy", "comm_bound"})),
 )
+
+
+def _with_arg(cmd: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
+    i = cmd.index(flag)
+    return (*cmd[:i + 1], value, *cmd[i + 2:])
 
 
 @dataclass
@@ -179,8 +185,14 @@ def main() -> int:
     p.add_argument("--watch-s", type=float, default=60.0)
     p.add_argument("--only", default=None, help="comma-separated scenario names")
     p.add_argument("--json", action="store_true", help="one JSON line per scenario, with every headline")
+    p.add_argument("--change-after-s", type=float, default=None,
+                   help="phase_change: the trainer's change this long after its start (default 40; from ~45 s "
+                        "after attach the sampler's chunks are 5 s, not 2)")
     args = p.parse_args()
     chosen = [s for s in SCENARIOS if args.only is None or s.name in args.only.split(",")]
+    if args.change_after_s is not None:
+        chosen = [dataclasses.replace(s, cmd=_with_arg(s.cmd, "--change-after-s", f"{args.change_after_s:g}"))
+                  if s.name == "phase_change" else s for s in chosen]
     # changes: after the first right headline / after the first headline of any kind
     print(f"{'scenario':<12} {'first right':>11} {'first any':>9} {'changes':>7}  wrong / final")
     for sc in chosen:
