@@ -112,6 +112,11 @@ _MAIN_THREAD_ROLES = ("main", "rank", "worker")
 # within USS_CPU_BUDGET of a core: with many large workers each one is read less often.
 USS_EVERY_S = 10.0
 USS_CPU_BUDGET = 0.01
+# A thread seen twice under another name than PIN_COMM is looked at again only this often:
+# a pin thread names itself as it starts (a new thread is looked at on the next tick too),
+# and a trainer of 112 threads cost 111 reads of a comm file each tick (a tenth of sattui's
+# own CPU beside it, issue 25).
+PIN_RECHECK_S = 10.0
 
 # Errors that mean "this process (or thread) went away or hides from us while we
 # looked". Anything of these is a skip, never an exception out of sample().
@@ -466,6 +471,8 @@ class ProcessTree:
         self._workers = 0  # DataLoader workers in the last tick (spreads the USS reads)
         self._members: dict[int, _Member] = {}  # process pid -> member
         self._pins: dict[tuple[int, int], _Member] = {}  # (owner pid, tid) -> pin thread
+        # (owner pid, tid) of threads seen not to be pin threads -> when to look again
+        self._not_pin: dict[tuple[int, int], float] = {}
         self._first = True
         # (monotonic, boot-clock) time of the previous tick: a process born after it has its
         # whole life in this tick's interval (see _baseline_at_birth)
@@ -966,6 +973,7 @@ class ProcessTree:
         """Pin-memory threads of the processes that can iterate a DataLoader."""
         out: list[ProcSample] = []
         alive: set[tuple[int, int]] = set()
+        not_pin, listed = self._not_pin, set()
         for pid in seen:
             owner = self._members[pid]
             if owner.role in ("worker", "compile"):
@@ -973,14 +981,21 @@ class ProcessTree:
             for tid in _tids(pid):
                 if tid == pid:
                     continue  # the main thread keeps the process's name
+                key = (pid, tid)
+                listed.add(key)
+                due = not_pin.get(key)
+                if due is not None and mono < due:
+                    continue
                 comm = _read_text(f"/proc/{pid}/task/{tid}/comm")
                 if comm is None or comm.strip() != PIN_COMM:
+                    # the next tick for a thread first seen, then every PIN_RECHECK_S
+                    not_pin[key] = mono + (PIN_RECHECK_S if due is not None else 0.0)
                     continue
+                not_pin.pop(key, None)
                 try:
                     st = _read_stat(f"/proc/{pid}/task/{tid}/stat")
                 except _GONE:
                     continue
-                key = (pid, tid)
                 p = self._pins.get(key)
                 if p is not None and p.start != st.start:
                     self._exit_event(p, t, events, first)
@@ -1009,6 +1024,8 @@ class ProcessTree:
                                         {"pid": tid, "role": "pin"}))
         for key in [k for k in self._pins if k not in alive]:
             self._exit_event(self._pins.pop(key), t, events, first)
+        for key in [k for k in not_pin if k not in listed]:
+            del not_pin[key]  # gone: its tid may come back as another thread
         return out
 
     # ------------------------------------------------------------------ events

@@ -256,6 +256,56 @@ def test_tree_of_own_process_children_pin_and_events() -> None:
     assert tree.main_alive()
 
 
+def test_threads_not_pin_are_looked_at_again_only_now_and_then(monkeypatch) -> None:
+    # A trainer of 112 threads read 111 comm files a tick for its pin thread. A thread seen
+    # twice under another name is looked at again every PIN_RECHECK_S; a new one on the next
+    # tick too (a pin thread names itself as it starts).
+    reads: list[str] = []
+    real = procs._read_text
+
+    def counting(path: str):
+        if path.endswith("/comm"):
+            reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(procs, "_read_text", counting)
+    stop, named = threading.Event(), threading.Event()
+    tids: list[int] = []
+    rename = threading.Event()
+
+    def idle() -> None:
+        tids.append(threading.get_native_id())
+        named.set()
+        rename.wait()
+        set_comm("pt_data_pin")
+        stop.wait()
+
+    th = threading.Thread(target=idle, daemon=True)
+    th.start()
+    named.wait(5)
+    tid = tids[0]
+    mine = f"/task/{tid}/comm"
+    tree = ProcessTree(os.getpid(), FakeClock())
+    try:
+        tree.sample()
+        tree.sample()  # first seen, then the next tick: looked at both times
+        assert sum(r.endswith(mine) for r in reads) == 2, reads
+        reads.clear()
+        tree.sample()
+        assert not [r for r in reads if r.endswith(mine)]  # not again before PIN_RECHECK_S
+        # it names itself a pin thread later: found at the next look
+        rename.set()
+        time.sleep(0.1)
+        monkeypatch.setattr(procs, "PIN_RECHECK_S", 0.0)
+        tree._not_pin = {k: 0.0 for k in tree._not_pin}  # the recheck is due
+        samples, _ = tree.sample()
+        assert _by_pid(samples)[tid].role == "pin"
+    finally:
+        rename.set()
+        stop.set()
+        th.join()
+
+
 def test_a_child_born_between_ticks_has_its_first_seconds_measured() -> None:
     # A DataLoader worker forked between two ticks: asleep from its start (waiting on its
     # data) it shows ~0 CPU at once, busy (spawn's imports) it shows ~a core. A process

@@ -349,3 +349,15 @@ def test_chunks_grow_once_the_first_answer_is_in() -> None:
     longer = StackSampler(1, lambda: 1e6, lambda c: None, lambda e: None, chunk_s=8.0)
     longer._t_first_spawn = 0.0
     assert longer.chunk_now() == 8.0
+
+
+def test_a_chunk_file_reads_with_orjson_and_bad_utf8_still_reads() -> None:
+    ev = {"ph": "B", "ts": 5, "pid": 1, "tid": 0, "name": "f", "args": {"filename": "a.py", "line": 1}}
+    raw = json.dumps([ev]).encode()
+    assert stacks._load_trace(raw) == [ev]
+    # a frame's name with a byte that is not UTF-8: replaced, the rest read as before
+    bad = raw.replace(b'"f"', b'"f\xff"')
+    got = stacks._load_trace(bad)
+    assert got[0]["name"] == "f\ufffd" and got[0]["ts"] == 5
+    with pytest.raises(ValueError):
+        stacks._load_trace(b"[{")  # torn: the caller reads no samples from it
