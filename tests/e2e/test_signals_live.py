@@ -354,8 +354,12 @@ def test_record_writes_the_new_signals_and_every_reader_takes_them(modes, tmp_pa
     assert {x["pid"] for x in stacks} == {x["pid"] for x in workers}
     states = Counter(x["state"] for x in stacks)
     assert states["fetch_wait"] >= 0.7 * len(stacks), states
-    # the worker's own line, innermost: where it waits
-    assert all(x["frames"][0][0] == "Items.__getitem__" for x in stacks if x["state"] == "fetch_wait")
+    # the worker's own line, innermost: where it waits. Now and then a look lands in the
+    # batch's collate instead (a CI run: TypedStorage._new_shared, the shared memory made
+    # off the CPU), which is fetching too.
+    waits = [[f[0] for f in x["frames"]] for x in stacks if x["state"] == "fetch_wait"]
+    assert sum(fr[0] == "Items.__getitem__" for fr in waits) >= 0.5 * len(waits), waits
+    assert all("Items.__getitem__" in fr or any("collate" in f for f in fr) for fr in waits), waits
     # report and replay read the new kinds without a warning
     rep = run_sattui("report", str(out), "--json")
     assert rep.returncode == 0 and "skipped" not in rep.stderr, rep.stderr
