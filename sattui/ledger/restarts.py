@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sattui.frames import norm_path
+from sattui.ledger.window import bisect_t
 from sattui.states import State
 
 # Workers born within this of the one before are one generation (a loader starts its
@@ -82,7 +84,7 @@ def receiving_batch(span: Any) -> bool:
     """The main thread seen unpickling a batch a worker sent (tensor storage being rebuilt
     or its file descriptor handed over)."""
     frames: Sequence[Any] = getattr(span, "frames", None) or ()
-    return any(f.filename.replace("\\", "/").endswith(_RECEIPT_FILES) for f in frames)
+    return any(norm_path(f.filename).endswith(_RECEIPT_FILES) for f in frames)
 
 
 def first_receipt(spans: Sequence[Any], after: float, before: float) -> float | None:
@@ -90,17 +92,13 @@ def first_receipt(spans: Sequence[Any], after: float, before: float) -> float | 
     ``(after, before)`` (``spans`` in time order; only those are read: a report of an hour
     looks at each start's few seconds, not at every span for each)."""
     wait = State.DATA_WAIT
-    for i in range(bisect.bisect_right(spans, after, key=_span_t), len(spans)):
+    for i in range(bisect_t(spans, after), len(spans)):
         s = spans[i]
         if s.t >= before:
             break
-        if s.state == wait and receiving_batch(s):
+        if s.t > after and s.state == wait and receiving_batch(s):
             return float(s.t)
     return None
-
-
-def _span_t(span: Any) -> float:
-    return float(span.t)
 
 
 def wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:

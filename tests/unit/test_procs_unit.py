@@ -296,7 +296,6 @@ def test_threads_not_pin_are_looked_at_again_only_now_and_then(monkeypatch) -> N
         # it names itself a pin thread later: found at the next look
         rename.set()
         time.sleep(0.1)
-        monkeypatch.setattr(procs, "PIN_RECHECK_S", 0.0)
         tree._not_pin = {k: 0.0 for k in tree._not_pin}  # the recheck is due
         samples, _ = tree.sample()
         assert _by_pid(samples)[tid].role == "pin"
