@@ -38,6 +38,16 @@ GENERATION_GAP_S = 1.0
 RHYTHM_LOOKBACK_S = 30.0
 RHYTHM_QUANTILE = 0.9
 MIN_WAITS = 5
+# How far the main thread's stack times and the workers' births (/proc start times, in
+# whole clock ticks) can disagree: each py-spy run's clock origin is bounded from its
+# start and its exit (docs/sampling.md), tens of ms apart on a loaded box. The main thread
+# seen out of its wait this soon after a birth may be the old epoch's last step placed a
+# little late, not the new generation's first batch: on a loaded CI box a backward
+# sample 0.04 s after a birth ended that start at once, the 0.8-s wait that was the real
+# start then counted as a usual wait, and two such made the usual wait 0.4 s, which cut
+# every other start in half (worker_respawn 0.23 of a true 0.53, behind the workers'
+# figures). Forked workers' first batches take longer than this to arrive.
+CLOCK_SLACK_S = 0.15
 # A start not seen to end after this long is not followed further (an hour-long "start"
 # is a loader that does not restart; its wait is classed by the workers' figures).
 MAX_START_S = 60.0
@@ -129,14 +139,20 @@ def wait_runs(spans: Sequence[Any]) -> list[tuple[float, float]]:
 
 def usual_wait_s(runs: Sequence[tuple[float, float]], births: Sequence[float]) -> float | None:
     """How long the rank's batches usually take to show up: the RHYTHM_QUANTILE of its
-    waits' lengths, each generation's start left out (the first wait to end after its
-    birth; None with fewer than MIN_WAITS waits: nothing to go by)."""
+    waits' lengths, each generation's start left out (:func:`start_wait`; None with fewer
+    than MIN_WAITS waits: nothing to go by)."""
     leaves = [z for _a, z in runs]
-    starts = {bisect.bisect_right(leaves, tb) for tb in births}
+    starts = {start_wait(leaves, tb) for tb in births}
     lengths = sorted(z - a for i, (a, z) in enumerate(runs) if i not in starts)
     if len(lengths) < MIN_WAITS:
         return None
     return lengths[min(len(lengths) - 1, int(RHYTHM_QUANTILE * len(lengths)))]
+
+
+def start_wait(leaves: Sequence[float], born: float) -> int:
+    """Index of the wait a generation's start is (``leaves``: the waits' ends in time
+    order): the first to end later than CLOCK_SLACK_S after the birth."""
+    return bisect.bisect_right(leaves, born + CLOCK_SLACK_S)
 
 
 def generations(births: dict[int, float]) -> list[tuple[float, list[int]]]:
@@ -170,10 +186,10 @@ def find_starts(births: dict[int, float], spans: Sequence[Any], in_loop_from: di
     out = []
     for born, pids in gens[1:]:
         ends = [t for t in (in_loop_from.get(p) for p in pids) if t is not None and t > born]
-        i = bisect.bisect_right(leaves, born)
+        i = start_wait(leaves, born)
         if i < len(leaves):
             ends.append(leaves[i])
-        got = first_receipt(spans, born, min(ends) if ends else born + MAX_START_S)
+        got = first_receipt(spans, born + CLOCK_SLACK_S, min(ends) if ends else born + MAX_START_S)
         if got is not None:
             ends.append(got)
         ended = min(ends) if ends else None

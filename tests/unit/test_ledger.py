@@ -606,6 +606,35 @@ def test_a_batch_seen_arriving_inside_the_wait_ends_the_start():
     assert restarts.first_receipt([span(4.5, State.DATA_WAIT, got)], 3.0, 4.5) is None
 
 
+def test_the_old_epochs_last_step_placed_just_after_a_birth_ends_no_start():
+    # Stack times and /proc birth times can disagree by tens of ms on a loaded box. ci
+    # (stop 32) read a backward sample 0.04 s after a birth as the new generation's first
+    # batch: that start counted nothing, its 0.8-s wait became a "usual" wait, and two such
+    # made the usual wait so long that every other start was cut in half.
+    from types import SimpleNamespace
+
+    from sattui.states import State
+
+    def span(t: float, state: str) -> SimpleNamespace:
+        return SimpleNamespace(t=t, state=state, frames=())
+
+    # twelve steps of 0.05 s wait, 0.1 s compute (the usual wait: 0.05 s)
+    steady = [x for i in range(12) for x in (span(0.15 * i, State.DATA_WAIT), span(0.15 * i + 0.05, State.FORWARD))]
+    births = {201: -0.5, 301: 2.0, 401: 4.0}
+    seen = [*steady, span(1.95, State.DATA_WAIT),
+            span(2.04, State.BACKWARD),  # the old epoch's last step, placed 0.04 s late
+            span(2.1, State.DATA_WAIT), span(2.9, State.FORWARD),  # the start: 0.9 s
+            span(3.95, State.DATA_WAIT), span(4.9, State.FORWARD),
+            span(5.0, State.DATA_WAIT), span(5.05, State.FORWARD)]
+    got = restarts.find_starts(births, seen, {}, 6.0)
+    assert [(round(s.born, 2), round(s.seen_s or 0, 2)) for s in got] == [(2.0, 0.9), (4.0, 0.9)]
+    # the 0.8-s wait is the start's, not a usual one: each start counts all but 0.05 s
+    assert [round(s.counted_to - s.born, 2) for s in got] == [0.85, 0.85]
+    # a step seen later than the slack does end a start (a fast loader's first batch)
+    assert restarts.find_starts(births, [*seen[:-5], span(2.2, State.FORWARD), *seen[-4:]], {}, 6.0)[0].seen_s \
+        == pytest.approx(0.2)
+
+
 def test_the_loaders_shutdown_at_the_runs_end_is_no_lost_time():
     # The run's last second: the loop ended, the DataLoader joins its worker (the main
     # thread in the loader's code, read as data_wait). The worker's last sample is at
