@@ -168,32 +168,36 @@ def bin_values(times: Sequence[float], values: Sequence[float | None], axis: Axi
 
 
 def bin_states(spans: Sequence[tuple[float, float, str | None]], axis: Axis) -> list[str | None]:
-    """One state per bucket from ``(t, dur, state)`` spans: the state holding the most
-    time, except that a wait state (``WAIT_STATES``) holding ``WAIT_SHOW`` of the
-    bucket wins. ``None``: nothing sampled there."""
-    acc = seconds_per_bucket(spans, axis)
-    out: list[str | None] = []
-    for d in acc:
-        if not d:
-            out.append(None)
-            continue
-        total = sum(d.values())
-        wait = max(((d.get(w, 0.0), w) for w in WAIT_STATES), default=(0.0, ""))
-        if wait[0] > 0 and wait[0] >= WAIT_SHOW * total:
-            out.append(wait[1])
-        else:
-            out.append(max(d.items(), key=lambda kv: kv[1])[0])
-    return out
+    """One state per bucket from ``(t, dur, state)`` spans (:func:`shown_state`).
+    ``None``: nothing sampled there."""
+    return [shown_state(d) for d in seconds_per_bucket(spans, axis)]
 
 
-def seconds_per_bucket(spans: Sequence[tuple[float, float, str | None]], axis: Axis) -> list[dict[str, float] | None]:
+def shown_state(d: dict[str, float] | None) -> str | None:
+    """The state a bucket shows from its seconds per state: the one holding the most
+    time, except that a wait state (``WAIT_STATES``) holding ``WAIT_SHOW`` of the bucket
+    wins."""
+    if not d:
+        return None
+    total = sum(d.values())
+    wait = max(((d.get(w, 0.0), w) for w in WAIT_STATES), default=(0.0, ""))
+    if wait[0] > 0 and wait[0] >= WAIT_SHOW * total:
+        return wait[1]
+    return max(d.items(), key=lambda kv: kv[1])[0]
+
+
+def seconds_per_bucket(spans: Sequence[tuple[float, float, str | None]], axis: Axis, min_dur: float = 1e-3,
+                       ) -> list[dict[str, float] | None]:
+    """Seconds per state in each bucket: each span's overlap with it. A span shorter than
+    ``min_dur`` (one sample: duration 0) counts as that long, so that it still shows; 0
+    gives the exact seconds."""
     n, t0, bw = axis.n, axis.t0, axis.bw
     acc: list[dict[str, float] | None] = [None] * n
     floor, ceil = math.floor, math.ceil
     for t, dur, st in spans:
         if st is None:
             continue
-        a, b = t, t + (dur if dur > 1e-3 else 1e-3)  # a one-sample span (dur 0) still shows
+        a, b = t, t + (dur if dur > min_dur else min_dur)
         ia = floor((a - t0) / bw)
         ib = ceil((b - t0) / bw) - 1
         if ia == ib and 0 <= ia < n:
@@ -297,7 +301,7 @@ class BinCache:
 
     def __init__(self) -> None:
         self._d: dict[Hashable, tuple[Hashable, Any]] = {}
-        self._settled: dict[Hashable, dict[int, tuple[float | None, float | None, float | None]]] = {}
+        self._settled: dict[Hashable, dict[int, Any]] = {}
 
     def get(self, key: Hashable, sig: Hashable, compute: Callable[[], Any]) -> Any:
         hit = self._d.get(key)
@@ -310,9 +314,9 @@ class BinCache:
                 del self._d[k]
         return val
 
-    def settled(self, key: Hashable) -> dict[int, tuple[float | None, float | None, float | None]]:
-        """The settled buckets of one series at one bucket width and hold (see
-        :func:`bin_values_settled`), kept across redraws."""
+    def settled(self, key: Hashable) -> dict[int, Any]:
+        """The settled buckets of one series at one bucket width (and hold), kept across
+        redraws (:func:`bin_values_settled`, :func:`states_settled`)."""
         got = self._settled.get(key)
         if got is None:
             got = self._settled[key] = {}
@@ -362,3 +366,47 @@ def bin_values_settled(times: Sequence[float], values: Callable[[int, int], list
     for old in [x for x in memo if x < base]:
         del memo[old]
     return mins, means, maxs
+
+
+# A bucket's seconds per state as shown (one-sample spans count a little) and exact.
+StateBucket = tuple[dict[str, float] | None, dict[str, float] | None]
+
+
+def states_settled(spans_from: Callable[[float], Sequence[tuple[float, float, str | None]]], newest_t: float | None,
+                   axis: Axis, memo: dict[int, StateBucket]) -> tuple[list[str | None], dict[str, float]]:
+    """:func:`bin_states` of the window and its seconds per state (:func:`state_seconds`
+    over ``[t0, t1)``), each bucket that ended before the newest span's start
+    (``newest_t``) taken from ``memo`` when an earlier redraw computed it. Spans come in
+    time order, so none that arrives later reaches back into such a bucket, and a span's
+    share of a bucket does not depend on the window (the axis' edges are whole multiples
+    of its width): a 1-h strip redraws its newest buckets, not 72,000 spans a rank.
+    ``spans_from(t)``: the spans that end after ``t`` (only those are read); ``memo``: one
+    series' at this width (:meth:`BinCache.settled`)."""
+    n, bw, t0 = axis.n, axis.bw, axis.t0
+    base = round(t0 / bw)
+    settled_to = -1 if newest_t is None else min(n, math.floor((newest_t - t0) / bw + 1e-9))  # buckets [0, this)
+    k_from = 0
+    while k_from < settled_to and base + k_from in memo:
+        k_from += 1
+    shown: list[dict[str, float] | None] = [None] * n
+    exact: list[dict[str, float] | None] = [None] * n
+    if k_from < n:
+        spans = spans_from(t0 + k_from * bw)
+        shown = seconds_per_bucket(spans, axis)
+        exact = seconds_per_bucket(spans, axis, min_dur=0.0)
+    states: list[str | None] = []
+    total: dict[str, float] = {}
+    for k in range(n):
+        if k < k_from:
+            sh, ex = memo[base + k]
+        else:
+            sh, ex = shown[k], exact[k]
+            if k < settled_to:
+                memo[base + k] = (sh, ex)
+        states.append(shown_state(sh))
+        if ex:
+            for st, v in ex.items():
+                total[st] = total.get(st, 0.0) + v
+    for old in [x for x in memo if x < base]:
+        del memo[old]
+    return states, total

@@ -41,9 +41,9 @@ from sattui.view.binning import (
     Axis,
     bin_bits,
     bin_letters,
-    bin_states,
     bin_values_settled,
     state_seconds,
+    states_settled,
     typical_hold,
 )
 from sattui.view.dips import DIP_UTIL
@@ -383,12 +383,13 @@ def rank_strips(data: ViewData, axis: Axis) -> list[RankStrip]:
     order = {pid: i for i, (pid, _) in enumerate(data.ranks)}
     for pid in sorted(data.stack_pids(axis.t0), key=lambda p: (order.get(p, len(order)), p)):
         def compute(pid: int = pid) -> tuple[tuple[str | None, ...], dict[str, float], dict[str, Any]]:
-            spans = data.stack_spans_for(pid, axis.t0)
-            secs = state_seconds(spans, axis.t0, data.t_end + 1e-6)
+            newest = data.window("stack", pid, data.t_end - data.STACK_LOOKBACK_S)
+            states, secs = states_settled(lambda t: data.stack_spans_for(pid, t), newest[-1].t if newest else None,
+                                          axis, data.cache.settled(("states", pid, axis.bw)))
             secs.pop(State.STARTUP, None)
             total = sum(secs.values())
             shares = {k: v / total for k, v in secs.items()} if total > 0 else {}
-            return tuple(bin_states(spans, axis)), shares, _steps(data, pid, axis.t0, total)
+            return tuple(states), shares, _steps(data, pid, axis.t0, total)
         states, shares, steps = data.cache.get(("states", pid, axis), data.quantum(axis), compute)
         if any(s is not None for s in states):
             out.append(RankStrip(pid, data.trainer_label(pid), states, shares, steps))

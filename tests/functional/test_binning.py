@@ -165,3 +165,36 @@ def test_seconds_per_bucket_is_each_spans_overlap_with_each_bucket():
             spans.append((t, d, rnd.choice(["data_wait", "forward", None])))
             t += rnd.choice([d, d + 0.01, 0.0])
         assert seconds_per_bucket(spans, axis) == plain(spans, axis)
+
+
+def test_a_scrolling_state_strip_from_settled_buckets_is_the_strip_binned_afresh():
+    # Issue 25: a strip over a 1-h window redraws its newest buckets, not every span of the
+    # hour. As spans arrive (in time order, as py-spy's chunks bring them) and the view
+    # scrolls or is scrubbed back, the strip and the window's seconds per state are those
+    # of binning all the window's spans again.
+    import random
+
+    import pytest
+
+    from sattui.view.binning import BinCache, bin_states, state_seconds, states_settled
+
+    rnd = random.Random(7)
+    for case in range(16):
+        spans, t = [], 0.013  # off the buckets' edges: a span starting on one is a matter of rounding
+        while t < 250:
+            d = rnd.choice([0.0, 0.05, 0.05, 0.3, 1.2, 4.0, 9.0])
+            spans.append((t, d, rnd.choice(["data_wait", "forward", "backward", "startup", None])))
+            t += d if rnd.random() < 0.9 else d + rnd.uniform(0.0, 3.0)  # a gap now and then
+        window_s, n = rnd.choice([(60.0, 40), (120.0, 77), (300.0, 150)])
+        cache = BinCache()
+        ends = [rnd.uniform(5, 250) for _ in range(6)] if case % 4 == 0 else []  # a replay scrubbed about
+        ends += [10.0 + 0.7 * i for i in range(340)]  # live: the view follows the newest samples
+        for t_end in ends:
+            seen = [(a, max(min(d, t_end - a), 0.0), st) for a, d, st in spans if a <= t_end]
+            axis = Axis.make(t_end, window_s, n)
+            newest = seen[-1][0] if seen else None
+            states, secs = states_settled(lambda t, seen=seen: [s for s in seen if s[0] + s[1] > t - 1e-9], newest,
+                                          axis, cache.settled(("states", 1, axis.bw)))
+            assert states == bin_states(seen, axis), (case, t_end)
+            want = state_seconds(seen, axis.t0, t_end + 1e-6)
+            assert secs.keys() == want.keys() and all(secs[k] == pytest.approx(v, abs=1e-6) for k, v in want.items())
