@@ -391,7 +391,7 @@ def states_settled(spans_from: Callable[[float], Sequence[tuple[float, float, st
     shown: list[dict[str, float] | None] = [None] * n
     exact: list[dict[str, float] | None] = [None] * n
     if k_from < n:
-        spans = spans_from(t0 + k_from * bw)
+        spans = spans_from(t0 + k_from * bw - 1e-3)  # a one-sample span just before still shows a little
         shown = seconds_per_bucket(spans, axis)
         exact = seconds_per_bucket(spans, axis, min_dur=0.0)
     states: list[str | None] = []
