@@ -78,7 +78,7 @@ def torn_in_loader(span: Any) -> bool:
     interpreter mid-call) whose outermost frame left is the DataLoader's own code: no
     main thread starts there, so the sample is inside the loader's machinery."""
     frames: Sequence[Any] = getattr(span, "frames", None) or ()
-    return bool(frames) and "torch/utils/data/" in frames[-1].filename.replace("\\", "/")
+    return bool(frames) and "torch/utils/data/" in norm_path(frames[-1].filename)
 
 
 # Where the main thread unpickles what a worker sent: torch's tensor rebuilders and the
