@@ -11,6 +11,23 @@ two OFF phases around it. The figure is the median of those ratios with a bootst
     python bench/overhead.py --cycles 6 --phase 4     # a short run to see it work
     python bench/overhead.py --trainer small --rate 20
     python bench/overhead.py --pin                    # trainer on CPU 0, sattui and py-spy on CPU 1
+    python bench/overhead.py --mode freeze --trainer small --rate default --minutes 20
+    python bench/overhead.py --mode freeze --null ...  # the same phases, nothing attached (A/A)
+
+``--mode freeze`` (for a narrow interval): sattui is attached ONCE and left to reach its
+steady state; then it and its py-spy runs are frozen (SIGSTOP) for each OFF phase and
+thawed (SIGCONT) for each ON phase, phases of ``--phase`` seconds (2 by default). A
+stopped process takes no CPU and reads nothing of the trainer, so an OFF phase is the
+trainer alone, and without a start-up per cycle the phases can be short: the trainer's
+own rate wanders over seconds (the box, not sattui), so phases close in time cancel more
+of it. Each phase is measured from ``--skip-s`` (0.5 s) after its switch: what a
+thawed sattui owes for the time it was frozen (py-spy's catch-up samples, a chunk
+boundary that fell due) is done then and left out, as the frozen time is — what is
+measured is the steady state per second. Ratios of neighbouring cycles share an OFF
+phase and the box drifts, so the interval is a moving-block bootstrap (blocks of 20
+cycles), not one that takes cycles as independent. sattui is left ``--attach-s`` (50 s)
+before the first phase: its sampler's chunks are 5 s long from 45 s on. ``--null`` runs the same phases with
+nothing attached: its interval must hold 0 (the design has no bias of its own).
 
 An ON phase: `sattui record --pid P --duration D` is started, measured from
 ``--attach-s`` (6 s) after its start until it ends — its own imports, py-spy's first
@@ -29,8 +46,12 @@ the rest (the sattui process), in cores.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import random
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -88,6 +109,184 @@ def bootstrap_median_ci(xs: list[float], n: int = 10000, seed: int = 1) -> tuple
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def block_bootstrap_ci(xs: list[float], stat=statistics.median, block: int = 20, n: int = 4000,
+                       seed: int = 1) -> tuple[float, float]:
+    """95 % interval of ``stat`` of a series whose neighbours are correlated: resampled as
+    moving blocks of ``block`` consecutive values (the series' own dependence kept;
+    shorter blocks for a short series, at least ten of them)."""
+    block = max(1, min(block, len(xs) // 10))
+    rng = random.Random(seed)
+    starts = len(xs) - block + 1
+    k = -(-len(xs) // block)
+    meds = []
+    for _ in range(n):
+        sample: list[float] = []
+        for _b in range(k):
+            i = rng.randrange(starts)
+            sample.extend(xs[i:i + block])
+        meds.append(stat(sample[:len(xs)]))
+    meds.sort()
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def _signal_tree(root: psutil.Process, sig: int) -> None:
+    """SIGSTOP: the root first (it then starts no new py-spy run), then every descendant;
+    SIGCONT: the descendants first, then the root."""
+    if sig == signal.SIGSTOP:
+        root.send_signal(sig)
+    try:
+        kids = root.children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for k in kids:
+        try:
+            k.send_signal(sig)
+        except psutil.Error:
+            pass
+    if sig == signal.SIGCONT:
+        root.send_signal(sig)
+
+
+def _tree_cpu_s(root: psutil.Process) -> float:
+    """CPU seconds of ``root``, its reaped children and its live descendants."""
+    total = 0.0
+    try:
+        t = root.cpu_times()
+        total += t.user + t.system + t.children_user + t.children_system
+        kids = root.children(recursive=True)
+    except psutil.Error:
+        return total
+    for k in kids:
+        try:
+            c = k.cpu_times()
+            total += c.user + c.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Path) -> dict:
+    """One trainer, sattui attached once, frozen and thawed in alternation (module doc)."""
+    times_file = out_dir / f"steps-{name}-{rate_hz:g}-{time.monotonic_ns()}.txt"
+    cycles = args.cycles if args.minutes is None else int(args.minutes * 60 / (2 * args.phase))
+    total = args.warmup + args.attach_s + (cycles + 1) * 2 * args.phase + 60
+    # Epochs of ~80 s, as a real job's are long: the demo's default ~5-s epoch puts a slow
+    # step (new workers) in about one 1.5-s window in three, noise the short phases need not carry.
+    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *TRAINERS[name], "--seconds", str(total),
+                           "--epoch-items", "65536", "--step-times", str(times_file)], cwd=REPO,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sp = None
+    rec = out_dir / f"rec-{time.monotonic_ns()}.jsonl"
+    cost: dict = {}
+    try:
+        end = time.monotonic() + 120
+        while len(_step_times(times_file)) < 5:
+            if tr.poll() is not None or time.monotonic() > end:
+                raise SystemExit(f"trainer {name} did not start")
+            time.sleep(0.2)
+        time.sleep(args.warmup)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if not args.null:
+            sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "-o", str(rec),
+                                   "--backend", "none", "--rate", str(rate_hz), "--duration", str(total)],
+                                  cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(args.attach_s)
+            if sp.poll() is not None:
+                raise SystemExit(f"sattui record exited ({sp.returncode}) before the first phase")
+        root = psutil.Process(sp.pid) if sp is not None else None
+        cpu_at_first = _tree_cpu_s(root) if root is not None else 0.0
+        rss = root.memory_info().rss if root is not None else 0
+        offs: list[tuple[float, float]] = []
+        ons: list[tuple[float, float]] = []
+        thawed_s = 0.0
+        for i in range(cycles + 1):
+            if root is not None:
+                _signal_tree(root, signal.SIGSTOP)
+            a = time.monotonic()
+            time.sleep(args.phase)
+            offs.append((a + args.skip_s, a + args.phase))
+            if i == cycles:
+                break
+            if root is not None:
+                _signal_tree(root, signal.SIGCONT)
+            a = time.monotonic()
+            time.sleep(args.phase)
+            ons.append((a + args.skip_s, a + args.phase))
+            thawed_s += time.monotonic() - a
+        if root is not None:
+            cpu_at_last = _tree_cpu_s(root)
+            rss = max(rss, root.memory_info().rss)
+            _signal_tree(root, signal.SIGCONT)
+            cost = {"tree_cores": (cpu_at_last - cpu_at_first) / thawed_s if thawed_s > 0 else None,
+                    "rss_mb": rss / 1e6}
+        time.sleep(0.5)
+        times = _step_times(times_file)
+    finally:
+        if sp is not None and sp.poll() is None:
+            try:
+                _signal_tree(psutil.Process(sp.pid), signal.SIGCONT)
+            except psutil.Error:
+                pass
+            sp.send_signal(signal.SIGINT)
+            try:
+                sp.wait(20)
+            except subprocess.TimeoutExpired:
+                sp.kill()
+                sp.wait()
+        tr.terminate()
+        try:
+            tr.wait(10)
+        except subprocess.TimeoutExpired:
+            tr.kill()
+            tr.wait()
+        times_file.unlink(missing_ok=True)
+        rec.unlink(missing_ok=True)
+    if sp is not None:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # sattui's whole CPU (its py-spy runs reaped into it), start-up included
+        cost["whole_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    off_rates = [steps_per_s(times, a, b) for a, b in offs]
+    ratios, on_rates = [], []
+    for i, (a, b) in enumerate(ons):
+        on = steps_per_s(times, a, b)
+        before_r, after_r = off_rates[i], off_rates[i + 1]
+        on_rates.append(on)
+        if on is not None and before_r is not None and after_r is not None:
+            ratios.append(on / ((before_r + after_r) / 2))
+    return {"name": name, "rate": rate_hz, "ratios": ratios, "cost": cost,
+            "off": [r for r in off_rates if r is not None], "on": [r for r in on_rates if r is not None],
+            "phases": {"off": off_rates, "on": on_rates}}
+
+
+def report_freeze(r: dict, args: argparse.Namespace) -> None:
+    label = "nothing attached (A/A)" if args.null else f"{r['name']} @ {r['rate']:g} Hz"
+    if args.dump:
+        Path(args.dump).write_text(json.dumps({k: r[k] for k in ("name", "rate", "ratios", "off", "on",
+                                                               "cost", "phases")}) + "\n")
+    if not r["ratios"]:
+        print(f"{label}: no complete cycle (trainer too slow?)", flush=True)
+        return
+    # log ratios: under no effect they are symmetric about 0, where ON/OFF ratios are not
+    # (a mean of x/y with noisy y is > 1 by about the noise's variance)
+    logs = [math.log(x) for x in r["ratios"]]
+    mean_log = statistics.fmean(logs)
+    lo, hi = block_bootstrap_ci(logs, statistics.fmean)
+    med = statistics.median(r["ratios"])
+    mlo, mhi = block_bootstrap_ci(r["ratios"])
+    c = r["cost"]
+    cost = ""
+    if c.get("tree_cores") is not None:
+        cost = (f"; sattui + py-spy {c['tree_cores'] * 100:.1f} % of a core while thawed, "
+                f"RSS {c['rss_mb']:.0f} MB")
+    print(f"{label} (freeze, {args.phase:g}-s phases, {args.skip_s:g} s skipped after each switch): "
+          f"slowdown by the mean log ratio of steps/s ON/OFF {(1 - math.exp(mean_log)) * 100:+.2f} % "
+          f"(95 % CI {(1 - math.exp(hi)) * 100:+.2f} … {(1 - math.exp(lo)) * 100:+.2f} %, block bootstrap), "
+          f"by the median ratio {(1 - med) * 100:+.2f} % (CI {(1 - mhi) * 100:+.2f} … {(1 - mlo) * 100:+.2f} %) "
+          f"over {len(r['ratios'])} cycles; OFF {statistics.median(r['off']):.2f} steps/s "
+          f"[{min(r['off']):.2f}–{max(r['off']):.2f}], ON {statistics.median(r['on']):.2f}{cost}; "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
 
 
 def sattui_phase(pid: int, rate_hz: float, attach_s: float, phase_s: float, out_dir: Path,
@@ -197,7 +396,33 @@ def main() -> int:
     ap.add_argument("--trainer", choices=sorted(TRAINERS), action="append")
     ap.add_argument("--rate", choices=["default", "20"], action="append")
     ap.add_argument("--pin", action="store_true", help="trainer on CPU 0, sattui (and its py-spy) on CPU 1")
+    ap.add_argument("--mode", choices=["attach", "freeze"], default="attach",
+                    help="attach: sattui started and ended per ON phase; freeze: attached once, frozen per OFF "
+                         "phase (module doc)")
+    ap.add_argument("--minutes", type=float, default=None, help="freeze: run this long instead of --cycles")
+    ap.add_argument("--skip-s", type=float, default=0.5,
+                    help="freeze: seconds after each switch left out of the phase's measure")
+    ap.add_argument("--null", action="store_true", help="freeze: nothing attached, the same phases (A/A)")
+    ap.add_argument("--dump", default=None, metavar="FILE", help="freeze: write the phases' rates here (JSON)")
     args = ap.parse_args()
+    if args.mode == "freeze":
+        if args.pin:
+            raise SystemExit("--pin is for --mode attach")
+        if "--phase" not in sys.argv:
+            args.phase = 2.0
+        if "--attach-s" not in sys.argv:
+            # the sampler runs 2-s chunks for its first 45 s (STEADY_AFTER_S), then 5-s ones
+            args.attach_s = 50.0
+        rates = [DEFAULT_RATE_HZ if r == "default" else 20.0 for r in (args.rate or ["default"])]
+        print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load {os.getloadavg()[0]:.2f}; "
+              f"freeze mode, phases of {args.phase:g} s", flush=True)
+        with tempfile.TemporaryDirectory(prefix="sattui-overhead-") as tmp:
+            for name in args.trainer or ["small"]:
+                for rate in rates:
+                    report_freeze(run_freeze(name, rate, args, Path(tmp)), args)
+                    if args.null:
+                        return 0
+        return 0
     cpus = sorted(os.sched_getaffinity(0))
     if args.pin and len(cpus) < 2:
         raise SystemExit("--pin needs two usable CPUs")
