@@ -50,7 +50,6 @@ import json
 import math
 import os
 import random
-import resource
 import signal
 import statistics
 import subprocess
@@ -187,7 +186,6 @@ def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
                 raise SystemExit(f"trainer {name} did not start")
             time.sleep(0.2)
         time.sleep(args.warmup)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         if not args.null:
             sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "-o", str(rec),
                                    "--backend", "none", "--rate", str(rate_hz), "--duration", str(total)],
@@ -243,10 +241,6 @@ def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
             tr.wait()
         times_file.unlink(missing_ok=True)
         rec.unlink(missing_ok=True)
-    if sp is not None:
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        # sattui's whole CPU (its py-spy runs reaped into it), start-up included
-        cost["whole_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     off_rates = [steps_per_s(times, a, b) for a, b in offs]
     ratios, on_rates = [], []
     for i, (a, b) in enumerate(ons):
@@ -263,8 +257,8 @@ def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
 def report_freeze(r: dict, args: argparse.Namespace) -> None:
     label = "nothing attached (A/A)" if args.null else f"{r['name']} @ {r['rate']:g} Hz"
     if args.dump:
-        Path(args.dump).write_text(json.dumps({k: r[k] for k in ("name", "rate", "ratios", "off", "on",
-                                                               "cost", "phases")}) + "\n")
+        keep = {k: r[k] for k in ("name", "rate", "ratios", "off", "on", "cost", "phases")}
+        Path(args.dump).write_text(json.dumps({**keep, "phase_s": args.phase, "skip_s": args.skip_s}) + "\n")
     if not r["ratios"]:
         print(f"{label}: no complete cycle (trainer too slow?)", flush=True)
         return
@@ -404,7 +398,22 @@ def main() -> int:
                     help="freeze: seconds after each switch left out of the phase's measure")
     ap.add_argument("--null", action="store_true", help="freeze: nothing attached, the same phases (A/A)")
     ap.add_argument("--dump", default=None, metavar="FILE", help="freeze: write the phases' rates here (JSON)")
+    ap.add_argument("--pool", nargs="+", default=None, metavar="FILE",
+                    help="freeze: no run; the interval of the cycles of these --dump files together")
     args = ap.parse_args()
+    if args.pool:
+        runs = [json.loads(Path(f).read_text()) for f in args.pool]
+        pooled = {**runs[0], "ratios": [x for r in runs for x in r["ratios"]],
+                  "off": [x for r in runs for x in r["off"]], "on": [x for r in runs for x in r["on"]], "cost": {}}
+        args.null, args.dump = False, None
+        # dumps of the same phases only (written before they said theirs: 2 s, 0.5 s skipped)
+        args.phase, args.skip_s = runs[0].get("phase_s", 2.0), runs[0].get("skip_s", 0.5)
+        if any((r.get("phase_s", 2.0), r.get("skip_s", 0.5)) != (args.phase, args.skip_s) for r in runs):
+            raise SystemExit("--pool: the runs' phases differ")
+        print(f"{len(runs)} runs pooled: "
+              + ", ".join(f"{f} ({len(r['ratios'])} cycles)" for f, r in zip(args.pool, runs)))
+        report_freeze(pooled, args)
+        return 0
     if args.mode == "freeze":
         if args.pin:
             raise SystemExit("--pin is for --mode attach")
