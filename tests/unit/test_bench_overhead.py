@@ -28,3 +28,49 @@ def test_median_step_rate_is_one_over_the_median_step_inside_the_window():
     assert abs(overhead.median_step_rate(times, 0.0, 2.0) - 10.0) < 1e-9
     assert overhead.steps_per_s(times, 0.0, 2.0) < 5  # the mean is pulled down by the slow step
     assert overhead.median_step_rate(times, 0.0, 0.25) is None  # too few steps to say
+
+
+def test_the_block_bootstrap_widens_for_correlated_cycles_and_brackets_the_mean():
+    import random
+
+    rng = random.Random(5)
+    iid = [rng.gauss(0.0, 1.0) for _ in range(400)]
+    ar, x = [], 0.0
+    for e in iid:  # the same noise, each value carrying 0.8 of the one before
+        x = 0.8 * x + e
+        ar.append(x)
+    lo, hi = overhead.block_bootstrap_ci(iid, statistics.fmean, n=1000)
+    assert lo < statistics.fmean(iid) < hi
+    ilo, ihi = overhead.bootstrap_median_ci(ar, n=1000)
+    blo, bhi = overhead.block_bootstrap_ci(ar, statistics.median, n=1000)
+    # neighbours that move together are fewer pieces of evidence: an interval that takes
+    # them as independent is too narrow; the blocks keep them together
+    assert bhi - blo > 1.5 * (ihi - ilo), (blo, bhi, ilo, ihi)
+
+
+def test_a_frozen_tree_is_stopped_to_its_last_descendant_and_thawed_again():
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    sh = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        root = psutil.Process(sh.pid)
+        end = time.monotonic() + 5
+        while len(root.children()) < 2 and time.monotonic() < end:
+            time.sleep(0.02)
+        tree = [root, *root.children(recursive=True)]
+        assert len(tree) == 3
+        overhead._signal_tree(root, signal.SIGSTOP)
+        time.sleep(0.1)
+        assert {p.status() for p in tree} == {psutil.STATUS_STOPPED}
+        overhead._signal_tree(root, signal.SIGCONT)
+        time.sleep(0.1)
+        assert psutil.STATUS_STOPPED not in {p.status() for p in tree}
+    finally:
+        for p in psutil.Process(sh.pid).children(recursive=True):
+            p.kill()
+        sh.kill()
+        sh.wait()
