@@ -166,6 +166,37 @@ def _tree_cpu_s(root: psutil.Process) -> float:
     return total
 
 
+def _start_trainer(name: str, seconds: float, times_file: Path, extra: tuple[str, ...] = (),
+                   cpus: set[int] | None = None) -> subprocess.Popen:
+    """The example trainer logging each step's time, once it has made its first steps."""
+    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *TRAINERS[name], "--seconds", str(seconds),
+                           *extra, "--step-times", str(times_file)], cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, preexec_fn=_on_cpus(cpus))
+    end = time.monotonic() + 120
+    while len(_step_times(times_file)) < 5:
+        if tr.poll() is not None or time.monotonic() > end:
+            _end(tr, signal.SIGTERM, 10)
+            raise SystemExit(f"trainer {name} did not start")
+        time.sleep(0.2)
+    return tr
+
+
+def _end(proc: subprocess.Popen, sig: int, wait_s: float) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _paired_ratios(rates_off: list[float | None], rates_on: list[float | None]) -> list[float]:
+    """Each ON phase's rate over the mean of the two OFF phases around it."""
+    return [on / ((a + b) / 2) for on, a, b in zip(rates_on, rates_off, rates_off[1:])
+            if on is not None and a is not None and b is not None]
+
+
 def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Path) -> dict:
     """One trainer, sattui attached once, frozen and thawed in alternation (module doc)."""
     times_file = out_dir / f"steps-{name}-{rate_hz:g}-{time.monotonic_ns()}.txt"
@@ -173,18 +204,11 @@ def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
     total = args.warmup + args.attach_s + (cycles + 1) * 2 * args.phase + 60
     # Epochs of ~80 s, as a real job's are long: the demo's default ~5-s epoch puts a slow
     # step (new workers) in about one 1.5-s window in three, noise the short phases need not carry.
-    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *TRAINERS[name], "--seconds", str(total),
-                           "--epoch-items", "65536", "--step-times", str(times_file)], cwd=REPO,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tr = _start_trainer(name, total, times_file, ("--epoch-items", "65536"))
     sp = None
     rec = out_dir / f"rec-{time.monotonic_ns()}.jsonl"
     cost: dict = {}
     try:
-        end = time.monotonic() + 120
-        while len(_step_times(times_file)) < 5:
-            if tr.poll() is not None or time.monotonic() > end:
-                raise SystemExit(f"trainer {name} did not start")
-            time.sleep(0.2)
         time.sleep(args.warmup)
         if not args.null:
             sp = subprocess.Popen([sys.executable, "-m", "sattui", "record", "--pid", str(tr.pid), "-o", str(rec),
@@ -227,28 +251,13 @@ def run_freeze(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
                 _signal_tree(psutil.Process(sp.pid), signal.SIGCONT)
             except psutil.Error:
                 pass
-            sp.send_signal(signal.SIGINT)
-            try:
-                sp.wait(20)
-            except subprocess.TimeoutExpired:
-                sp.kill()
-                sp.wait()
-        tr.terminate()
-        try:
-            tr.wait(10)
-        except subprocess.TimeoutExpired:
-            tr.kill()
-            tr.wait()
+            _end(sp, signal.SIGINT, 20)
+        _end(tr, signal.SIGTERM, 10)
         times_file.unlink(missing_ok=True)
         rec.unlink(missing_ok=True)
     off_rates = [steps_per_s(times, a, b) for a, b in offs]
-    ratios, on_rates = [], []
-    for i, (a, b) in enumerate(ons):
-        on = steps_per_s(times, a, b)
-        before_r, after_r = off_rates[i], off_rates[i + 1]
-        on_rates.append(on)
-        if on is not None and before_r is not None and after_r is not None:
-            ratios.append(on / ((before_r + after_r) / 2))
+    on_rates = [steps_per_s(times, a, b) for a, b in ons]
+    ratios = _paired_ratios(off_rates, on_rates)
     return {"name": name, "rate": rate_hz, "ratios": ratios, "cost": cost,
             "off": [r for r in off_rates if r is not None], "on": [r for r in on_rates if r is not None],
             "phases": {"off": off_rates, "on": on_rates}}
@@ -323,15 +332,8 @@ def run_config(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
     times_file = out_dir / f"steps-{name}-{rate_hz:g}-{time.monotonic_ns()}.txt"
     per_cycle = 2 * args.phase + args.attach_s + 2 * args.settle_s + 1
     total = args.warmup + (args.cycles + 1) * per_cycle + 30
-    tr = subprocess.Popen([sys.executable, "-m", "sattui.demo.trainer", *TRAINERS[name], "--seconds", str(total),
-                           "--step-times", str(times_file)], cwd=REPO, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, preexec_fn=_on_cpus(trainer_cpus))
+    tr = _start_trainer(name, total, times_file, cpus=trainer_cpus)
     try:
-        end = time.monotonic() + 120
-        while len(_step_times(times_file)) < 5:
-            if tr.poll() is not None or time.monotonic() > end:
-                raise SystemExit(f"trainer {name} did not start")
-            time.sleep(0.2)
         time.sleep(args.warmup)
         offs: list[tuple[float, float]] = []
         ons: list[tuple[float, float, dict]] = []
@@ -346,28 +348,14 @@ def run_config(name: str, rate_hz: float, args: argparse.Namespace, out_dir: Pat
         time.sleep(0.5)
         times = _step_times(times_file)
     finally:
-        tr.terminate()
-        try:
-            tr.wait(10)
-        except subprocess.TimeoutExpired:
-            tr.kill()
-            tr.wait()
+        _end(tr, signal.SIGTERM, 10)
         times_file.unlink(missing_ok=True)
     off_rates = [steps_per_s(times, a, b) for a, b in offs]
-    ratios, on_rates = [], []
-    for i, (a, b, _cost) in enumerate(ons):
-        on = steps_per_s(times, a, b)
-        before, after = off_rates[i], off_rates[i + 1]
-        on_rates.append(on)
-        if on is not None and before is not None and after is not None:
-            ratios.append(on / ((before + after) / 2))
+    on_rates = [steps_per_s(times, a, b) for a, b, _cost in ons]
+    ratios = _paired_ratios(off_rates, on_rates)
     # the same with each phase's median step (robust to one slow step)
-    off_med = [median_step_rate(times, a, b) for a, b in offs]
-    med_ratios = []
-    for i, (a, b, _cost) in enumerate(ons):
-        on, before, after = median_step_rate(times, a, b), off_med[i], off_med[i + 1]
-        if on is not None and before is not None and after is not None:
-            med_ratios.append(on / ((before + after) / 2))
+    med_ratios = _paired_ratios([median_step_rate(times, a, b) for a, b in offs],
+                                [median_step_rate(times, a, b) for a, b, _cost in ons])
     costs = [c for _a, _b, c in ons if "sattui_cores" in c]
     return {"name": name, "rate": rate_hz, "ratios": ratios, "med_ratios": med_ratios,
             "off": [r for r in off_rates if r is not None], "on": [r for r in on_rates if r is not None],

@@ -74,3 +74,8 @@ def test_a_frozen_tree_is_stopped_to_its_last_descendant_and_thawed_again():
             p.kill()
         sh.kill()
         sh.wait()
+
+
+def test_each_on_phase_is_paired_with_the_off_phases_around_it_and_gaps_are_skipped():
+    # OFF 10, ON 9, OFF 8, ON -, OFF 12, ON 11, OFF None
+    assert overhead._paired_ratios([10.0, 8.0, 12.0, None], [9.0, None, 11.0]) == [1.0]
