@@ -55,11 +55,31 @@ def py_spy_on(pid: int) -> list[psutil.Process]:
 
 def wait_share(lines: list[dict], wall0: float, wall1: float) -> float:
     """A trainer's own share of wall time in next(loader) between two wall-clock times, from
-    its truth lines (cumulative ``wait_s`` and ``elapsed_s``)."""
-    a = min(lines, key=lambda r: abs(r["wall"] - wall0))
-    b = min(lines, key=lambda r: abs(r["wall"] - wall1))
+    its truth lines (cumulative ``wait_s`` and ``elapsed_s``, written at step ends).
+
+    The lines taken bracket the window: the last at or before ``wall0`` and the first at or
+    after ``wall1``. The nearest line to ``wall1`` could predate a wait still under way at
+    ``wall1``, which the sampler saw and the truth would not (a lagging worker on a loaded
+    box: CI once read 0.125 against a "truth" of 0.03). The lines come about once a second,
+    so the truth's window overhangs the one asked by up to a second each side."""
+    before = [r for r in lines if r["wall"] <= wall0]
+    after = [r for r in lines if r["wall"] >= wall1]
+    a = before[-1] if before else lines[0]
+    b = after[0] if after else lines[-1]
     assert b["elapsed_s"] - a["elapsed_s"] > 5, (a, b)
     return (b["wait_s"] - a["wait_s"]) / (b["elapsed_s"] - a["elapsed_s"])
+
+
+def sampled_window(recs: list[dict], pid: int, wall_end: float) -> tuple[float, float]:
+    """The wall-clock span the recording's stack chunks of ``pid`` cover. The recording's
+    times count from its start, whose wall time the header gives only to the second; its last
+    record is taken as written at ``wall_end`` (when `sattui record` returned), a few tenths
+    of a second late at most, which moves the window by as much."""
+    last = max(r.get("t_end", r.get("t", 0.0)) for r in recs)
+    chunks = [r for r in recs if r["kind"] == "stacks" and r["pid"] == pid]
+    assert chunks, "no stack chunks of the trainer"
+    offset = wall_end - last
+    return offset + min(r["t"] for r in chunks), offset + max(r["t_end"] for r in chunks)
 
 
 class Trainer:

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from sattui.recording import RecordingReader
-from tests.e2e.conftest import REPO, need_trainer_tools, run_sattui, wait_share
+from tests.e2e.conftest import REPO, need_trainer_tools, run_sattui, sampled_window, wait_share
 from tests.e2e.test_scenarios import pid_states
 
 pytestmark = pytest.mark.e2e
@@ -130,7 +130,6 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
         while time.monotonic() < end and not (truth.exists() and len(truth.read_text().splitlines()) >= 2):
             time.sleep(0.1)
         out = tmp_path / "pid.jsonl"
-        wall0 = time.time()
         r = run_sattui("record", "--pid", str(wrapper.pid), "-o", str(out), "--backend", "none", "--duration", "10")
         wall1 = time.time()
         assert r.returncode == 0, r.stderr
@@ -143,7 +142,8 @@ def test_pid_of_a_running_wrapper_finds_the_trainer_below_it(tmp_path):
         rep = _report(out)
         assert rep["trainer"]["pid"] == wrapper.pid and [x["pid"] for x in rep["trainer"]["found"]] == [trainer]
         lines = [json.loads(x) for x in truth.read_text().splitlines() if x.strip()]
-        _compute_bound(rep["trainer"]["states"], wait_share(lines, wall0, wall1))
+        # the truth over the span the stacks cover, not from before sattui's start-up
+        _compute_bound(rep["trainer"]["states"], wait_share(lines, *sampled_window(recs, trainer, wall1)))
         assert wrapper.poll() is None  # sattui never touched the job it was given
     finally:
         for p in psutil.Process(wrapper.pid).children(recursive=True):
