@@ -201,5 +201,6 @@ def healthy(w: Window) -> Finding | None:
 def no_data(t: float, summary: str, evidence: dict[str, object] | None = None) -> Finding:
     """no_data — too little data to judge (warm-up, too few samples, nothing conclusive)."""
     return Finding("no_data", Severity.INFO, 0.0, summary, evidence or {},
-                   "Record for longer (the advisor needs ≥ 10 s of warm-up, then ≥ 20 s of card samples or "
-                   "≥ 300 stack samples (or 20 s of them) in its 30 s window).", t=t)
+                   "Record for longer: past the warm-up (1 s live, 10 s in a report), the advisor needs ≥ 10 s of "
+                   "card samples or ≥ 60 stack samples in its 30 s window, and a cause is named once its interval "
+                   "clears the threshold (seconds for a clear cause, longer for a close one).", t=t)
