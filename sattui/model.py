@@ -25,9 +25,14 @@ class Frame:
         return f"{self.name} ({where})"
 
 
+# The roles whose main thread is the training loop.
+TRAINER_ROLES = ("main", "rank")
+
+
 @dataclass(slots=True)
 class ProcSample:
-    """One process of the trainer's tree at one tick."""
+    """One process of the trainer's tree at one tick. ``role`` is one of main, rank,
+    worker, pin, compile or other (a launcher or anything else in the tree)."""
 
     t: float
     pid: int

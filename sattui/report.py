@@ -22,7 +22,7 @@ from sattui.job import JobIdentity
 from sattui.ledger import steps as step_seen
 from sattui.ledger.bins import JobLedger
 from sattui.ledger.causes import UNKNOWN
-from sattui.model import Frame
+from sattui.model import TRAINER_ROLES, Frame
 from sattui.recording import RecordingReader
 from sattui.sampler_status import NO_STACK_EVENTS
 from sattui.states import COUNTED_NAMES, State
@@ -381,9 +381,13 @@ def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
     if tr is not None:
         rate = (tr.get("sampler") or {}).get("rate_hz")
         ranks = []
-        for r in sorted(ledger.ranks.values(), key=lambda r: (r.rank is None, r.rank, r.pid)):
-            if r.wall_s <= 0:
-                continue
+        rows = [r for r in ledger.ranks.values() if r.wall_s > 0]
+        # A launcher sampled as the trainer until its ranks were seen (mp.spawn's parent,
+        # waiting in join() for a second) is no rank: the run's end knows it by its role.
+        launchers = {p["pid"] for p in rep.get("processes") or [] if p.get("role") not in TRAINER_ROLES}
+        if any(r.pid not in launchers for r in rows):
+            rows = [r for r in rows if r.rank is not None or r.pid not in launchers]
+        for r in sorted(rows, key=lambda r: (r.rank is None, r.rank, r.pid)):
             ranks.append({"rank": r.rank, "pid": r.pid,
                           "states": {k: round(v / r.wall_s, 4) for k, v in _ordered(r.states_s)},
                           "lost": {k: round(v / r.wall_s, 4) for k, v in

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sattui.job import JobIdentity
+from sattui.model import TRAINER_ROLES
 
 # A worker whose pid has not been seen for this long has exited; its last tick no longer
 # counts as live (ticks are ~1 s apart).
 WORKER_STALE_S = 3.0
-TRAINER_ROLES = ("main", "rank")
 
 
 @dataclass(frozen=True)

@@ -249,3 +249,26 @@ def test_a_long_windows_steps_counted_in_kept_blocks_are_what_one_pass_counts():
         assert want[0] > 20
     blocks = cache.get(("step-blocks", PID), None, dict)
     assert len(blocks) >= 10  # kept, not counted afresh
+
+
+def test_a_launcher_sampled_before_its_ranks_were_seen_is_no_rank_row():
+    """mp.spawn's parent is the trainer until its ranks are seen: a second of its join()
+    is in the run's ledger, but the run's end knows it as a launcher (role other)."""
+    from sattui.ledger.bins import JobLedger, RankLedger
+    job = JobLedger()
+    job.ranks[10] = RankLedger(10, None, 1.0, {"idle": 1.0}, {"idle": 1.0})
+    job.ranks[11] = RankLedger(11, 0, 20.0, {"backward": 20.0})
+    job.ranks[12] = RankLedger(12, 1, 20.0, {"backward": 20.0})
+    procs = [{"pid": 10, "role": "other"}, {"pid": 11, "role": "rank"}, {"pid": 12, "role": "rank"}]
+    rep = {"trainer": {"sampler": {"rate_hz": 20.0}}, "cards": [], "processes": procs}
+    add_ledger(rep, job)
+    assert [(r["rank"], r["pid"]) for r in rep["trainer"]["ranks"]] == [(0, 11), (1, 12)]
+    # with no rank seen at all, what was sampled is all there is: kept
+    del job.ranks[11], job.ranks[12]
+    add_ledger(rep, job)
+    assert [r["pid"] for r in rep["trainer"]["ranks"]] == [10]
+    # a trainer below a launcher (role main) keeps its row
+    job.ranks[13] = RankLedger(13, None, 5.0, {"forward": 5.0})
+    rep["processes"] = [{"pid": 10, "role": "other"}, {"pid": 13, "role": "main"}]
+    add_ledger(rep, job)
+    assert [r["pid"] for r in rep["trainer"]["ranks"]] == [13]
