@@ -19,7 +19,9 @@ IDIOM:
 ``lightning`` with its own launcher, ``--strategy ddp`` (this process is rank 0 and re-runs
 its own command line for ranks 1.., with ``LOCAL_RANK`` in their environment) or
 ``ddp_spawn`` (``torch.multiprocessing`` spawn, like ``plain``). Every rank runs the same
-FIXED number of steps (a time-bounded loop would desynchronise the collectives).
+number of steps: ``--steps``, or for ``plain`` and ``lbfgs`` with ``--seconds`` as many as
+the first rank past its deadline has run (the ranks agree on it at every step with an
+all-reduce of a stop flag, so their collectives stay in step).
 
 ``--ready FILE``: rank 0 writes its pid there once it is past its first steps (the
 fixture capture and the e2e tests wait for it). ``--num-workers`` gives each rank that
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -65,7 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--save-steps", type=int, default=0,
                    help="hf: save a checkpoint every N optimizer steps into a temp dir (0: never)")
     p.add_argument("--seconds", type=float, default=None,
-                   help="hf: stop this many seconds after the first step (or at --steps, if first)")
+                   help="hf, plain, lbfgs: stop this many seconds after the first step (or at --steps, "
+                        "if first)")
     p.add_argument("--ready", default=None, metavar="FILE", help="rank 0 writes its pid here when stepping")
     return p.parse_args(argv)
 
@@ -141,6 +145,7 @@ def train_loop(rank: int, args: argparse.Namespace) -> None:
                                                        history_size=4)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    deadline = None
     for x, y in batches(make_loader(args, rank), args.steps):
         if args.idiom == "lbfgs":
             opt.step(make_closure(opt, net, loss_fn, x, y))
@@ -150,9 +155,24 @@ def train_loop(rank: int, args: argparse.Namespace) -> None:
             loss.backward()
             opt.step()
         ready.step()
+        if args.seconds is not None:
+            if deadline is None:
+                deadline = time.monotonic() + args.seconds
+            if stop_agreed(time.monotonic() >= deadline, world):
+                break
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def stop_agreed(mine: bool, world: int) -> bool:
+    """Whether any rank wants to stop after this step: every rank asks at every step, so
+    all leave the loop after the same step (a rank left alone in a collective would hang)."""
+    if world == 1:
+        return mine
+    flag = torch.tensor([1 if mine else 0], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 # --------------------------------------------------------------------------- accelerate

@@ -69,10 +69,12 @@ def _check_two_ranks(rep: dict, out: Path) -> dict[int, dict]:
 def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
     need_trainer_tools()
     out = tmp_path / "spawn.jsonl"
-    # Steps enough for ~20 s on a quiet box: the report judges from 10 s on (its warm-up),
-    # and a rank's ledger row needs seconds after it (200 steps ended at 10 s).
-    rep = _record(out, "--idiom", "plain", "--ranks", "2", "--steps", "1200", "--width", "256",
-                  "--num-workers", "1", "--port", "29571")
+    # 16 s of steps, whatever the neighbours' load makes of the step rate (1200 steps took
+    # 20 s on a quiet box and 34-48 s beside other tests): the report judges from 10 s after
+    # the recording's start (its warm-up; imports and the spawn take ~5 s of it) and a
+    # rank's ledger row needs seconds after that.
+    rep = _record(out, "--idiom", "plain", "--ranks", "2", "--steps", "100000", "--seconds", "16",
+                  "--width", "256", "--num-workers", "1", "--port", "29571")
     ranks = _check_two_ranks(rep, out)
     started = rep["trainer"]["pid"]
     procs = {p["pid"]: p for p in rep["processes"]}
