@@ -78,15 +78,21 @@ def test_an_interrupted_or_broken_part_stops_the_run(tmp_path, code, first):
 
 
 def _collected(option: str) -> set[str]:
-    # test_record_faults.py holds both kinds: CLI checks and real trainers (mark e2e)
+    # test_record_faults.py holds CLI checks and real trainers (mark e2e, all beside);
+    # test_launchers_live.py real trainers only, some beside and some alone
     p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", option,
-                        "tests/e2e/test_record_faults.py"], cwd=REPO, capture_output=True, text=True, timeout=120)
+                        "tests/e2e/test_record_faults.py", "tests/e2e/test_launchers_live.py"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     return {ln.split("::")[1].split("[")[0] for ln in p.stdout.splitlines() if "::" in ln}
 
 
-# test_record_faults.py's e2e tests: one runs beside others, one alone
-BESIDE_IN_FAULTS = {"test_trainer_exits_mid_recording"}
+E2E_IN_FAULTS = {"test_trainer_exits_mid_recording", "test_signal_stops_recording_leaving_a_readable_file"}
+BESIDE_IN_LAUNCHERS = {"test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled",
+                       "test_accelerate_launch_single_process"}
+ALONE_IN_LAUNCHERS = {"test_pid_of_a_running_wrapper_finds_the_trainer_below_it",
+                      "test_a_shell_that_execs_the_trainer_is_sampled_as_the_trainer",
+                      "test_every_rank_of_torch_distributed_run_below_a_shell_is_found"}
 
 
 def _collected_all(*args: str) -> set[str]:
@@ -100,11 +106,11 @@ def test_the_e2e_option_splits_a_selection_by_the_marks():
     everything = _collected("--e2e=all")
     only, no = _collected("--e2e=only"), _collected("--e2e=no")
     beside, alone = _collected("--e2e=beside"), _collected("--e2e=alone")
-    assert only == {"test_trainer_exits_mid_recording", "test_signal_stops_recording_leaving_a_readable_file"}
+    assert only == E2E_IN_FAULTS | BESIDE_IN_LAUNCHERS | ALONE_IN_LAUNCHERS
     assert "test_no_such_pid" in no
     assert only | no == everything and not only & no
     assert beside | alone == only and not beside & alone
-    assert beside == BESIDE_IN_FAULTS
+    assert beside == E2E_IN_FAULTS | BESIDE_IN_LAUNCHERS
 
 
 def test_the_beside_mark_is_only_on_e2e_tests():
