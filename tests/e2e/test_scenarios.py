@@ -195,9 +195,11 @@ class LoaderScenario:
     truth_min: float | None = None  # the scenario must really be what it claims
     truth_max: float | None = None
     # ~4 s of imports come first; the report judges from 10 s after the recording's start
-    # and names a cause within ~10 s of that (issue 23): 27 s of training leave ~20 s
-    # judged against the trainer's own truth (37 s before, sized for the old 25-s start).
-    seconds: int = 27
+    # and names a clear cause within seconds of that (issue 23): 22 s of training leave
+    # ~15 s judged against the trainer's own truth (27 s before; 37 s sized for the old
+    # 25-s start). At 22 s the shares read within 0.03 of the truth and the live headline
+    # came 11 s after the first step.
+    seconds: int = 22
 
 
 # §4.2 "forbidden" columns: R01–R08, R10, R13–R19 for S00 (R09, R11, R12 need a card).
