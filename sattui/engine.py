@@ -16,7 +16,9 @@ the process samples.
 
 from __future__ import annotations
 
+import os
 import queue
+import select
 import signal
 import subprocess
 import threading
@@ -98,6 +100,11 @@ class Engine:
         self.trainer_exited = False
         self.exit_code: int | None = None
         self._stop = threading.Event()
+        # set by a stop and when the trainer's process ends: the loop ticks at once then,
+        # so a recording ends with its trainer, not up to a tick later
+        self._wake = threading.Event()
+        self._exit_watch: threading.Thread | None = None
+        self._watch_pipe: tuple[int, int] | None = None  # made by start(), closed by shutdown()
         self._stop_reason: str | None = None
         self._chunks: queue.Queue[StackChunk] = queue.Queue()
         self._events: queue.Queue[Event] = queue.Queue()
@@ -175,6 +182,10 @@ class Engine:
                                      interval_s=self.card_interval_s)
             self.poller.start()
         if self.tree is not None:
+            self._watch_pipe = os.pipe()
+            self._exit_watch = threading.Thread(target=self._watch_exit, args=(self.tree.pid, self._watch_pipe[0]),
+                                                name="sattui-exit-watch", daemon=True)
+            self._exit_watch.start()
             self._start_samplers()
             if self.stacks:
                 self.worker_sampler = WorkerStackSampler(self.clock, self._worker_stacks.put, self._events.put)
@@ -186,6 +197,22 @@ class Engine:
     def request_stop(self, why: str = "signal") -> None:
         self._stop_reason = why
         self._stop.set()
+        self._wake.set()
+
+    def _watch_exit(self, pid: int, stop_fd: int) -> None:
+        """Wake the loop when ``pid`` ends (a pidfd turns readable then). Without pidfds
+        (Linux < 5.3) or once the pid is gone, the ticks alone find it, as before.
+        :meth:`shutdown` ends the watch through the pipe's other end."""
+        try:
+            fd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            return
+        try:
+            ready = select.select([fd, stop_fd], [], [])[0]
+            if fd in ready:
+                self._wake.set()
+        finally:
+            os.close(fd)
 
     @property
     def stopping(self) -> bool:
@@ -251,7 +278,8 @@ class Engine:
             if wait < 0:  # we fell behind (a slow tick): do not try to catch up in a burst
                 next_tick = now
                 wait = 0
-            self._stop.wait(wait)
+            if self._wake.wait(wait) and not self._stop.is_set():
+                self._wake.clear()  # the trainer ended: tick now (once: a live screen goes on)
         return self._stop_reason or "signal"
 
     def shutdown(self, ended_by: str, end_event: str | None = "recording_ended") -> None:
@@ -259,6 +287,13 @@ class Engine:
         if self._shut:
             return
         self._shut = True
+        if self._watch_pipe is not None:
+            os.write(self._watch_pipe[1], b"x")
+            if self._exit_watch is not None:
+                self._exit_watch.join(5.0)
+            for fd in self._watch_pipe:
+                os.close(fd)
+            self._watch_pipe = None
         for s in self.samplers.values():
             s.stop()
         if self.worker_sampler is not None:
