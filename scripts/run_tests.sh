@@ -37,7 +37,7 @@ ran=no     # whether any part selected a test
 for part in no beside alone; do
     case "$part" in
         no) "$py" -m pytest -q -n "$jobs" --e2e=no "$@" ;;
-        beside) "$py" -m pytest -q -n "$beside_jobs" --e2e=beside "$@" ;;
+        beside) "$py" -m pytest -q -n "$beside_jobs" --maxschedchunk=1 --e2e=beside "$@" ;;
         alone) "$py" -m pytest -q --e2e=alone "$@" ;;
     esac
     code=$?

@@ -40,3 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if gone:
         config.hook.pytest_deselected(items=gone)
         items[:] = keep
+    if which == "beside":
+        # Longest first, each worker taking one test at a time (run_tests.sh passes
+        # --maxschedchunk=1): a 45-s Lightning job started last kept the others waiting on it.
+        items.sort(key=lambda i: i.get_closest_marker("long") is None)

@@ -66,6 +66,7 @@ def _check_two_ranks(rep: dict, out: Path) -> dict[int, dict]:
 
 
 @pytest.mark.beside  # roles and parents, not timings
+@pytest.mark.long
 def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
     need_trainer_tools()
     out = tmp_path / "spawn.jsonl"
@@ -88,6 +89,7 @@ def test_mp_spawn_ranks_are_ranks_not_workers(tmp_path):
 
 
 @pytest.mark.beside  # which frames, not how long
+@pytest.mark.long
 def test_lightning_ddp_ranks_read_forward_backward(tmp_path):
     need_trainer_tools()
     pytest.importorskip("lightning", reason="lightning not installed (pip install -e .[test])")

@@ -83,6 +83,7 @@ def _input_bound(states: dict[str, float]) -> None:
 
 
 @pytest.mark.beside  # which pid, which roles; an input-bound wait only grows under load
+@pytest.mark.long
 def test_a_trainer_started_later_by_a_shell_script_is_found_and_sampled(tmp_path):
     out = tmp_path / "shell.jsonl"
     script = tmp_path / "train.sh"
@@ -221,6 +222,7 @@ def test_every_rank_of_torch_distributed_run_below_a_shell_is_found(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("accelerate") is None,
                     reason="accelerate not installed (pip install accelerate)")
 @pytest.mark.beside  # which pid; an input-bound wait only grows under load
+@pytest.mark.long
 def test_accelerate_launch_single_process(tmp_path):
     out = tmp_path / "acc.jsonl"
     accelerate = Path(sys.executable).parent / "accelerate"

@@ -128,6 +128,7 @@ def _finish(p: subprocess.Popen, w: Watch, timeout: float = 25.0) -> None:
 
 
 @needs_torch
+@pytest.mark.long
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_workers_and_pin_under(method: str) -> None:
     p = _trainer("--workers", "2", "--pin-memory", "--start-method", method, seconds=9)

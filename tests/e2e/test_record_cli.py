@@ -91,6 +91,7 @@ def test_num_workers_0_is_data_inline(demo_trainer_run):
 
 
 @pytest.mark.beside  # roles and names, not timings
+@pytest.mark.long
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_record_command_finds_workers_and_pin_thread(trainer_factory, tmp_path, method):
     """`record -- CMD`: sattui starts the trainer, follows its workers, keeps its exit."""

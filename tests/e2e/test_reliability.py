@@ -353,6 +353,7 @@ def _grow(src: Path, dst: Path, target_bytes: int) -> int:
 
 
 @pytest.mark.beside
+@pytest.mark.long
 def test_report_of_a_large_recording_streams_with_bounded_memory(spinner, tmp_path):
     tr = spinner(children=2)
     small = tmp_path / "small.jsonl"

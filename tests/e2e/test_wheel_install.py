@@ -25,6 +25,7 @@ def _run(cmd: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProc
     return r
 
 
+@pytest.mark.long
 def test_wheel_installs_without_the_test_extra_and_doctor_runs(tmp_path):
     # Build from a copy: setuptools writes build/ and *.egg-info beside the sources,
     # and other tests read this checkout meanwhile.

@@ -43,7 +43,7 @@ def test_every_part_gets_the_users_arguments(tmp_path):
     assert rc == 0
     user = ["-x", "tests/unit", "-k", "a and not b"]
     assert calls == [["-m", "pytest", "-q", "-n", "2", "--e2e=no", *user],
-                     ["-m", "pytest", "-q", "-n", "3", "--e2e=beside", *user],
+                     ["-m", "pytest", "-q", "-n", "3", "--maxschedchunk=1", "--e2e=beside", *user],
                      ["-m", "pytest", "-q", "--e2e=alone", *user]]
 
 
@@ -78,13 +78,17 @@ def test_an_interrupted_or_broken_part_stops_the_run(tmp_path, code, first):
 
 
 def _collected(option: str) -> set[str]:
+    return set(_collected_in_order(option))
+
+
+def _collected_in_order(option: str) -> list[str]:
     # test_record_faults.py holds CLI checks and real trainers (mark e2e, all beside);
     # test_launchers_live.py real trainers only, some beside and some alone
     p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", option,
                         "tests/e2e/test_record_faults.py", "tests/e2e/test_launchers_live.py"],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    return {ln.split("::")[1].split("[")[0] for ln in p.stdout.splitlines() if "::" in ln}
+    return [ln.split("::")[1].split("[")[0] for ln in p.stdout.splitlines() if "::" in ln]
 
 
 E2E_IN_FAULTS = {"test_trainer_exits_mid_recording", "test_signal_stops_recording_leaving_a_readable_file"}
@@ -113,7 +117,17 @@ def test_the_e2e_option_splits_a_selection_by_the_marks():
     assert beside == E2E_IN_FAULTS | BESIDE_IN_LAUNCHERS
 
 
+def test_the_beside_part_starts_its_long_tests_first():
+    # the two long launcher tests (marked long) before the record-fault ones, which
+    # come first in collection order
+    order = _collected_in_order("--e2e=beside")
+    assert set(order[:2]) == BESIDE_IN_LAUNCHERS, order
+    assert set(order[2:]) == E2E_IN_FAULTS, order
+
+
 def test_the_beside_mark_is_only_on_e2e_tests():
     # `beside` without `e2e` would run with the unit tests and never in the e2e parts
     beside = _collected_all("-m", "beside and not e2e")
     assert beside == set()
+    # `long` orders the beside part only: elsewhere it would mean nothing
+    assert _collected_all("-m", "long and not beside") == set()
