@@ -384,7 +384,9 @@ def add_ledger(rep: dict[str, Any], ledger: JobLedger) -> None:
         rows = [r for r in ledger.ranks.values() if r.wall_s > 0]
         # A launcher sampled as the trainer until its ranks were seen (mp.spawn's parent,
         # waiting in join() for a second) is no rank: the run's end knows it by its role.
-        launchers = {p["pid"] for p in rep.get("processes") or [] if p.get("role") not in TRAINER_ROLES}
+        procs = rep.get("processes") or []
+        trainers = {p["pid"] for p in procs if p.get("role") in TRAINER_ROLES}
+        launchers = {p["pid"] for p in procs if p["pid"] not in trainers}
         if any(r.pid not in launchers for r in rows):
             rows = [r for r in rows if r.rank is not None or r.pid not in launchers]
         for r in sorted(rows, key=lambda r: (r.rank is None, r.rank, r.pid)):

@@ -267,6 +267,12 @@ def test_a_launcher_sampled_before_its_ranks_were_seen_is_no_rank_row():
     del job.ranks[11], job.ranks[12]
     add_ledger(rep, job)
     assert [r["pid"] for r in rep["trainer"]["ranks"]] == [10]
+    # a pid seen in a trainer's role at some point (a row of each role) keeps its row
+    job.ranks[11] = RankLedger(11, 0, 20.0, {"backward": 20.0})
+    rep["processes"] = procs + [{"pid": 10, "role": "main"}]
+    add_ledger(rep, job)
+    assert [r["pid"] for r in rep["trainer"]["ranks"]] == [11, 10]
+    del job.ranks[11]
     # a trainer below a launcher (role main) keeps its row
     job.ranks[13] = RankLedger(13, None, 5.0, {"forward": 5.0})
     rep["processes"] = [{"pid": 10, "role": "other"}, {"pid": 13, "role": "main"}]
